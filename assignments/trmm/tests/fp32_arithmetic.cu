@@ -1,0 +1,27 @@
+// expect: incorrect
+// Every operand is converted to float and the sum kept in float, so the result is off by ~1e-7 relative, far over the FP64 tolerance.
+#include "cuda_check.cuh"
+
+// One thread per output element: B[i][j] = B_old[i][j] + sum_{k >= i} A[i][k] * B_old[k][j],
+// with the arithmetic done in single precision (twice the speed on a consumer GPU, but
+// 24 bits of mantissa instead of 53).
+__global__ void trmm_kernel(int n, const double* A, const double* B_old, double* B) {
+    const int i = blockIdx.y * blockDim.y + threadIdx.y;
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || j >= n) return;
+    float sum = (float)B_old[(size_t)i * n + j];
+    for (int k = i; k < n; ++k) sum += (float)A[(size_t)i * n + k] * (float)B_old[(size_t)k * n + j];
+    B[(size_t)i * n + j] = (double)sum;
+}
+
+void trmm(int n, const double* A, double* B) {
+    const size_t bytes = (size_t)n * n * sizeof(double);
+    double* B_old;
+    CUDA_CHECK(cudaMallocAsync(&B_old, bytes, 0));
+    CUDA_CHECK(cudaMemcpyAsync(B_old, B, bytes, cudaMemcpyDeviceToDevice, 0));
+    dim3 block(16, 16);
+    dim3 grid((n + 15) / 16, (n + 15) / 16);
+    trmm_kernel<<<grid, block>>>(n, A, B_old, B);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaFreeAsync(B_old, 0));
+}

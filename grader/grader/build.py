@@ -1,0 +1,124 @@
+"""Building: the harness once per architecture (through the Makefile), then each submission's
+kernel.cu compiled on its own, scanned for forbidden calls, and linked with the runner."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import sandbox
+from .tasks import ROOT, Task
+
+
+class KitError(Exception):
+    """The kit itself could not do its part (no nvcc, a harness that does not build)."""
+
+
+@dataclass
+class Forbidden:
+    library: str
+    """What is forbidden (cuBLAS, CUB device-wide algorithm, Thrust, run-time library loading)."""
+    call: str
+    """The call that was found, as the student would write it."""
+
+
+_VERSION_NS = re.compile(r"::(?:THRUST|CUB)_\w+?(?:_NS)?::|::_V_\w+::")
+_CUB_DEVICE = re.compile(
+    r"cub::(?:\w+::)*(Device(?:Reduce|SegmentedReduce|Scan|RadixSort|SegmentedRadixSort|MergeSort|SegmentedSort|"
+    r"Select|Partition|Histogram|RunLengthEncode|Spmv|AdjacentDifference|Copy|Memcpy|For|Transform|Find|TopK))")
+_THRUST_CALL = re.compile(r"thrust::(?:\w+::)*?(\w+)(?=[<(])")
+_THRUST_DETAIL = {"tag", "execution_policy", "get_stream", "stream", "detail", "system", "cuda_cub", "pointer",
+                  "reference", "device_ptr", "operator", "allocator"}
+
+
+def require_nvcc() -> str:
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        raise KitError("nvcc not found: install the CUDA Toolkit and put its bin/ folder on PATH")
+    return nvcc
+
+
+def make(args: list, log: Path, timeout: float) -> sandbox.Run:
+    return sandbox.run(["make", "--no-print-directory", "-s", "-C", str(ROOT), *args], ROOT, log, timeout)
+
+
+def build_harness(task: Task, arch: str, log: Path) -> None:
+    """The checker and the runner's objects of one assignment, built once per architecture."""
+    require_nvcc()
+    run = make(["harness", f"A={task.name}", f"ARCH={arch}"], log, timeout=1800)
+    if run.returncode != 0:
+        raise KitError(f"the harness of {task.name} did not build (see {log}):\n{run.output}")
+
+
+def paths(task: Task, arch: str) -> dict:
+    b = ROOT / "build" / arch
+    return {"checker": b / task.name / "checker"}
+
+
+def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> tuple:
+    """(ok, messages): kernel.cu compiled alone into workdir/kernel.o."""
+    require_nvcc()
+    dst = workdir / "kernel.cu"
+    shutil.copyfile(src, dst)
+    run = make(["student-object", f"ARCH={arch}", f"SRC={dst}", f"OBJ={workdir / 'kernel.o'}"],
+               workdir / "build.log", timeout)
+    text = _clean(sandbox.tail(workdir / "build.log", 20000), workdir)
+    if run.timed_out:
+        return False, f"the compiler did not finish within {timeout:.0f} s"
+    return run.returncode == 0, text
+
+
+def scan_forbidden(obj: Path) -> list:
+    """Calls the assignments forbid, found in the object's symbols (undefined ones too)."""
+    try:
+        out = subprocess.run(["nm", "-C", str(obj)], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise KitError(f"cannot list the symbols of {obj}: {e}") from None
+    found, seen = [], set()
+
+    def add(library, call):
+        if (library, call) not in seen:
+            seen.add((library, call))
+            found.append(Forbidden(library, call))
+
+    for line in out.splitlines():
+        parts = line.split(None, 2) if line[:1] != " " else ["", *line.split(None, 1)]
+        if len(parts) < 3:
+            continue
+        kind, name = parts[1], _VERSION_NS.sub("::", parts[2])
+        if re.match(r"cublas\w*", name):
+            add("cuBLAS", re.sub(r"_v2$", "", re.match(r"cublas\w*", name).group(0)))
+        elif m := _CUB_DEVICE.search(name):
+            add("CUB device-wide algorithm", f"cub::{m.group(1)}")
+        elif "thrust::" in name and kind in "TtWw":
+            calls = [c for c in _THRUST_CALL.findall(name) if c not in _THRUST_DETAIL and not c.startswith("_")]
+            if calls:
+                add("Thrust", f"thrust::{calls[0]}")
+        elif kind == "U" and name in ("dlopen", "dlsym", "dlmopen"):
+            add("loading libraries at run time", name)
+    thrust = [f for f in found if f.library == "Thrust"]
+    return [f for f in found if f.library != "Thrust"] + thrust[:3]
+
+
+def link_runner(task: Task, workdir: Path, arch: str, timeout: float) -> tuple:
+    """(ok, messages): the student's object linked with the runner into workdir/runner."""
+    run = make(["link-runner", f"A={task.name}", f"ARCH={arch}", f"OBJ={workdir / 'kernel.o'}",
+                f"EXE={workdir / 'runner'}"], workdir / "link.log", timeout)
+    text = _clean(sandbox.tail(workdir / "link.log", 20000), workdir)
+    if run.returncode != 0 and "undefined reference" in text:
+        entry = task.entry_point.split("(")[0].split()[-1]
+        if entry in text:
+            text = f"kernel.cu must define the entry point `{task.entry_point}` (exactly this signature)\n" + text
+    return run.returncode == 0, text
+
+
+def _clean(text: str, workdir: Path) -> str:
+    """Compiler output as a student reads it: their file is kernel.cu, make's noise removed."""
+    lines = []
+    for line in text.replace(str(workdir) + "/", "").splitlines():
+        if line.startswith(("make:", "make[", "nvcc -")) or "Error 1" in line:
+            continue
+        lines.append(line)
+    return "\n".join(lines).strip()

@@ -1,0 +1,327 @@
+"""The grade verb: one submission of one assignment, built, checked, timed and scored.
+
+  build       kernel.cu compiled on its own, scanned for forbidden calls, linked with the runner
+  correctness every case on inputs from a secret seed; the runner (student code) hands outputs
+              over, the checker (no student code) decides; a fault costs only its own case
+  performance only when every case is correct: fresh inputs per timed run, L2 flushed, the clock
+              stopped when the device is idle; the timed outputs are checked again; the library
+              baseline timed the same way; a rate above the GPU's peak is flagged, never scored
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from . import build, protocol, sandbox, score
+from .gpu import NoGpu, peak
+from .results import CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
+from .tasks import Case, Task
+
+
+@dataclass
+class Options:
+    secret: Optional[int] = None
+    """A fixed secret for reproducible inputs (debugging the kit); None draws a fresh one."""
+    keep: bool = False
+    """Keep the work folder (plans, results, dumps, logs) instead of deleting it."""
+
+
+def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
+    work = Path(tempfile.mkdtemp(prefix=f"kit-{task.name}-"))
+    try:
+        return _grade(task, submission, gpu, opts, work)
+    finally:
+        if opts.keep:
+            print(f"   Work folder kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path) -> GradeResult:
+    secret = opts.secret if opts.secret is not None else protocol.new_secret()
+    result = GradeResult(task.name, str(submission), Verdict.CORRECT, "", 0.0, task.max_score, gpu=gpu,
+                         seed_note="inputs from a fixed secret (reproducible run)" if opts.secret is not None
+                         else "inputs from a fresh secret seed")
+    t0 = time.monotonic()
+    build.build_harness(task, gpu.arch, work / "harness.log")
+    ok, log = build.compile_submission(submission, work, gpu.arch, task.timeouts["build"])
+    result.build_log = log
+    if not ok:
+        return _fail(result, Verdict.BUILD_ERROR, "kernel.cu does not compile: " + _first_error(log))
+    forbidden = build.scan_forbidden(work / "kernel.o")
+    if forbidden:
+        calls = ", ".join(f"{f.call} ({f.library})" for f in forbidden)
+        return _fail(result, Verdict.FORBIDDEN_CALL, f"kernel.cu calls what this assignment forbids: {calls}")
+    ok, log = build.link_runner(task, work, gpu.arch, task.timeouts["build"])
+    result.build_log = (result.build_log + "\n" + log).strip()
+    if not ok:
+        return _fail(result, Verdict.BUILD_ERROR, "kernel.cu does not link: " + _first_error(log))
+    result.stage_seconds["build"] = time.monotonic() - t0
+
+    t0 = time.monotonic()
+    seeds = {c.id: protocol.case_seed(c.seed, secret) for c in task.cases}
+    result.cases = correctness(task, work, gpu.arch, seeds)
+    result.stage_seconds["correctness"] = time.monotonic() - t0
+    passed = sum(c.verdict == Verdict.CORRECT for c in result.cases)
+    result.correctness_points = score.correctness_points(task, passed)
+    result.score = result.correctness_points
+    failed = next((c for c in result.cases if c.verdict != Verdict.CORRECT), None)
+    if failed:
+        result.verdict = failed.verdict
+        result.message = f"case {failed.id} ({_describe(task, failed.id)}): {failed.message}"
+        return result
+
+    t0 = time.monotonic()
+    performance(task, work, gpu, protocol.case_seed(task.graded.seed, secret, salt=1), result)
+    result.stage_seconds["performance"] = time.monotonic() - t0
+    return result
+
+
+def _fail(result: GradeResult, verdict: Verdict, message: str) -> GradeResult:
+    result.verdict, result.message, result.score = verdict, message, 0.0
+    return result
+
+
+def _first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return (log.strip().splitlines() or ["(no message)"])[0][:300]
+
+
+def _describe(task: Task, case_id: str) -> str:
+    return next(c for c in task.cases if c.id == case_id).describe()
+
+
+# ---------------------------------------------------------------------------------------------
+# Correctness.
+
+def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
+    """One CaseResult per case. The runner runs the pending cases in order; after a fault the rest
+    run in a fresh process, after a timeout they are not run. Then the checker judges the outputs."""
+    verdicts = {}
+    seconds = {}
+    pending = list(task.cases)
+    attempt = 0
+    while pending:
+        attempt += 1
+        plan = work / f"correctness{attempt}.plan"
+        plan.write_text("".join(protocol.plan_line("case", c.id, seeds[c.id], task.tolerance, c.reference,
+                                                   c.params) + "\n" for c in pending))
+        results = work / f"correctness{attempt}.jsonl"
+        dumps = work / "dumps"
+        dumps.mkdir(exist_ok=True)
+        run = _run_runner(work, plan, dumps, results, task.timeouts["case"], len(pending))
+        records = protocol.read_results(results)
+        for r in records:
+            if r.get("event") == "done":
+                verdicts[r["case"]] = None  # ran to the end: the checker decides
+                seconds[r["case"]] = r.get("ms", 0) / 1000
+        started = [r["case"] for r in records if r.get("event") == "start"]
+        current = started[-1] if started and started[-1] not in verdicts else None
+        if run.returncode == 0 and not run.timed_out:
+            break
+        if run.returncode == protocol.EXIT_NO_GPU:
+            raise NoGpu("no CUDA GPU: the runner could not open the device")
+        ids = [c.id for c in pending]
+        if current is None:  # died before or between cases: charge the next case that did not run
+            current = next((i for i in ids if i not in verdicts), None)
+            if current is None:
+                break
+        if run.timed_out:
+            verdicts[current] = (Verdict.TIMEOUT, f"did not finish within {task.timeouts['case']} s")
+            for later in ids[ids.index(current) + 1:]:
+                verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case timed out")
+            break
+        verdicts[current] = _fault(run, records, current)
+        pending = [c for c in pending[ids.index(current) + 1:]]
+
+    ran = [c for c in task.cases if c.id in verdicts and verdicts[c.id] is None]
+    checks = _check(task, work, arch, [protocol.plan_line("case", c.id, seeds[c.id], task.tolerance, c.reference,
+                                                    c.params) for c in ran], "correctness")
+    out = []
+    for c in task.cases:
+        v = verdicts.get(c.id, (Verdict.NOT_RUN, "not run"))
+        if v is None:
+            out.append(_judge(task, c, checks.get(c.id, []), seconds.get(c.id)))
+        else:
+            out.append(CaseResult(c.id, c.params, v[0], v[1], tolerance=task.tolerance))
+    return out
+
+
+def _run_runner(work: Path, plan: Path, dumps: Path, results: Path, case_limit: float, ncases: int):
+    """The runner, stopped when any one case runs longer than case_limit seconds."""
+    state = {"lines": 0, "since": time.monotonic()}
+
+    def watchdog():
+        n = len(protocol.read_results(results))
+        if n != state["lines"]:
+            state["lines"], state["since"] = n, time.monotonic()
+        return time.monotonic() - state["since"] > case_limit
+
+    results.write_text("")
+    return sandbox.run([str(work / "runner"), str(plan), str(dumps), str(results)], work, work / "runner.log",
+                       timeout=case_limit * ncases + 60, watchdog=watchdog)
+
+
+def _fault(run: sandbox.Run, records: list, case_id: str) -> tuple:
+    for r in records:
+        if r.get("case") == case_id and r.get("event") in ("launch_error", "runtime_error"):
+            verdict = Verdict.LAUNCH_ERROR if r["event"] == "launch_error" else Verdict.RUNTIME_ERROR
+            what = f"{r.get('cuda_error')} ({r.get('message')})"
+            if verdict == Verdict.LAUNCH_ERROR:
+                return verdict, f"a kernel launch (or CUDA call) was refused: {what}; nothing ran"
+            return verdict, f"the kernel faulted: {what}"
+    if run.returncode < 0:
+        return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
+    last = (run.output.strip().splitlines() or [""])[-1][:200]
+    return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
+
+
+def _check(task: Task, work: Path, arch: str, plan_lines: list, label: str) -> dict:
+    """Runs the checker over plan_lines; returns its records by case. A failing checker is the kit's
+    problem, not the student's: it raises KitError."""
+    if not plan_lines:
+        return {}
+    plan = work / f"check-{label}.plan"
+    plan.write_text("\n".join(plan_lines) + "\n")
+    results = work / f"check-{label}.jsonl"
+    results.write_text("")
+    checker = build.paths(task, arch)["checker"]
+    run = sandbox.run([str(checker), "check", str(plan), str(work / "dumps"), str(results)], work,
+                      work / f"check-{label}.log", timeout=1800)
+    if run.returncode != 0 or run.timed_out:
+        raise build.KitError(f"the {task.name} checker failed (exit {run.returncode}):\n{run.output}")
+    by_case = {}
+    for r in protocol.read_results(results):
+        by_case.setdefault(r.get("case"), []).append(r)
+    return by_case
+
+
+def _judge(task: Task, case: Case, records: list, seconds) -> CaseResult:
+    if not records:
+        return CaseResult(case.id, case.params, Verdict.INCORRECT, "the checker saw no output",
+                          tolerance=task.tolerance, seconds=seconds)
+    worst = max(records, key=lambda r: (not r.get("pass"), _num(r.get("rel_error"))))
+    msg = explain(worst, task.tolerance)
+    verdict = Verdict.CORRECT if all(r.get("pass") for r in records) else Verdict.INCORRECT
+    # The error norm covers only the elements that were written and finite: show it only when that
+    # is all of them, or it would look better than the output is.
+    whole = not any(worst.get(k) for k in ("unwritten", "nonfinite", "protected_changed", "reason"))
+    return CaseResult(case.id, case.params, verdict, msg, rel_error=_num(worst.get("rel_error")) if whole else None,
+                      tolerance=task.tolerance, seconds=seconds)
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("inf")
+
+
+def explain(rec: dict, tol: float) -> str:
+    """One line on what a checker record says about an output array."""
+    name = rec.get("array", "output")
+    if "reason" in rec:
+        return f"{name}: {rec['reason']}"
+    n = rec.get("compared", 0)
+    if rec.get("unwritten"):
+        if rec["unwritten"] == n:
+            return f"output not computed: no element of {name} was written"
+        return f"{rec['unwritten']} of {n} elements of {name} were never written"
+    if rec.get("protected_changed"):
+        return f"{rec['protected_changed']} elements of {name} that must not change were changed"
+    if rec.get("nonfinite"):
+        return f"{rec['nonfinite']} of {n} elements of {name} are NaN or infinite"
+    rel = _num(rec.get("rel_error"))
+    if rec.get("pass"):
+        return f"relative error {rel:.1e}"
+    return (f"relative error {rel:.1e} exceeds the tolerance {tol:.0e} (worst: {name}[{rec.get('worst_index')}] = "
+            f"{_num(rec.get('worst_got')):.17g}, expected {_num(rec.get('worst_want')):.17g})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Performance.
+
+def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeResult) -> None:
+    g = task.graded
+    line = protocol.plan_line("timed", g.id, seed, task.tolerance, g.reference, g.params,
+                              warmup=task.warmup, runs=task.runs)
+    plan = work / "timed.plan"
+    plan.write_text(line + "\n")
+    results = work / "timed.jsonl"
+    limit = task.timeouts["timed"]
+    run = _run_runner(work, plan, work / "dumps", results, limit, 1)
+    records = protocol.read_results(results)
+    timed = next((r for r in records if r.get("event") == "timed"), None)
+    if run.timed_out:
+        return _perf_fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {limit} s")
+    if timed is None or run.returncode != 0:
+        v, msg = _fault(run, records, g.id)
+        return _perf_fail(result, v, f"in the timed runs: {msg}")
+
+    checks = _check(task, work, gpu.arch, [line], "timed")
+    bad = [r for r in checks.get(g.id, []) if not r.get("pass")]
+    if bad or not checks.get(g.id):
+        r = bad[0] if bad else {"reason": "no output was checked"}
+        return _perf_fail(result, Verdict.INCORRECT,
+                          f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, task.tolerance)}")
+
+    work_units = task.work(g.params)
+    timing = Timing([float(t) for t in timed["times_ms"]], task.warmup)
+    rate = work_units / (timing.median_ms / 1e3)
+    nbytes = task.bytes(g.params)
+    perf = Performance(g.id, g.params, task.metric, timing, rate,
+                       gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
+                       baseline_name=task.data["performance"].get("baseline", ""))
+    result.performance = perf
+
+    base = _baseline(task, work, gpu.arch, plan)
+    if base:
+        perf.baseline_timing = base
+        perf.baseline_rate = work_units / (base.median_ms / 1e3)
+
+    per = float(task.data["metric"].get("per", 1.0))
+    pk, pk_source = peak(gpu, task.peak_kind)
+    # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second.
+    perf.peak = pk * 1e9 / per if task.peak_kind != "dram" else None
+    if perf.peak and rate > perf.peak:
+        return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
+                          f"{rate:,.0f} {task.metric} is above this GPU's peak of {perf.peak:,.0f} "
+                          f"({pk_source}): the time cannot be right, so it is not scored")
+    if perf.gbs and nbytes > gpu.l2_bytes:
+        bw, bw_source = peak(gpu, "dram")
+        if perf.gbs > bw:
+            return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
+                              f"{perf.gbs:,.0f} GB/s is above this GPU's memory bandwidth of {bw:,.0f} GB/s "
+                              f"({bw_source}): the time cannot be right, so it is not scored")
+    perf.thresholds = score.thresholds(task, gpu, perf.baseline_rate)
+    if perf.thresholds:
+        perf.points = score.performance_points(rate, perf.thresholds)
+    result.score = result.correctness_points + perf.points
+    result.message = f"{rate:,.0f} {task.metric}" + (
+        f" ({rate / perf.baseline_rate:.2f}x {perf.baseline_name})" if perf.baseline_rate else "")
+
+
+def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
+    """No performance points; a wrong timed output loses the correctness points too, since the
+    submission computed right only when it was not being timed."""
+    result.verdict, result.message = verdict, message
+    result.score = 0.0 if verdict == Verdict.INCORRECT else result.correctness_points
+
+
+def _baseline(task: Task, work: Path, arch: str, plan: Path) -> Optional[Timing]:
+    results = work / "baseline.jsonl"
+    results.write_text("")
+    checker = build.paths(task, arch)["checker"]
+    run = sandbox.run([str(checker), "baseline", str(plan), str(results)], work, work / "baseline.log",
+                      timeout=task.timeouts["timed"])
+    if run.returncode != 0 or run.timed_out:
+        raise build.KitError(f"timing the {task.name} baseline failed (exit {run.returncode}):\n{run.output}")
+    rec = next((r for r in protocol.read_results(results) if r.get("event") == "baseline"), None)
+    return Timing([float(t) for t in rec["times_ms"]], task.warmup) if rec else None

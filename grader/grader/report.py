@@ -1,0 +1,66 @@
+"""Reports of a grading: a terminal summary for people, a JSON record for programs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .results import GradeResult, Verdict
+
+_MARK = {Verdict.CORRECT: "pass", Verdict.NOT_RUN: "-"}
+
+
+def terminal(r: GradeResult, verbose_build: bool = True) -> str:
+    """What `make grade` prints."""
+    out = []
+    gpu = f"{r.gpu.name} ({r.gpu.arch}, driver {r.gpu.driver})" if r.gpu else "no GPU"
+    out.append(f"== {r.assignment}: {r.submission}")
+    out.append(f"   GPU: {gpu}; {r.seed_note}")
+    if r.verdict in (Verdict.BUILD_ERROR, Verdict.FORBIDDEN_CALL):
+        if r.build_log and verbose_build:
+            out += ["", *("   | " + line for line in r.build_log.splitlines()[:40])]
+    if r.cases:
+        out += ["", f"   {'case':<10} {'size':<16} {'result':<14} {'rel. error':<11} note"]
+        for c in r.cases:
+            mark = _MARK.get(c.verdict, c.verdict.value)
+            rel = f"{c.rel_error:.1e}" if c.rel_error is not None and c.rel_error != float("inf") else "-"
+            note = "" if c.verdict == Verdict.CORRECT else c.message
+            size = " ".join(f"{k}={v}" for k, v in c.params.items())
+            out.append(f"   {c.id:<10} {size:<16} {mark:<14} {rel:<11} {note}")
+    p = r.performance
+    if p:
+        t = p.timing
+        size = " ".join(f"{k}={v}" for k, v in p.params.items())
+        out += ["", f"   Performance, {size}: {len(t.times_ms)} runs after {t.warmup} warm-up, "
+                    f"fresh inputs and a flushed L2 each"]
+        line = (f"     submission  {p.rate:>12,.1f} {p.metric}   median {t.median_ms:.3f} ms "
+                f"(min {min(t.times_ms):.3f}, max {max(t.times_ms):.3f}, spread {100 * t.spread:.1f}%)")
+        if p.gbs:
+            line += f", {p.gbs:,.0f} GB/s"
+        out.append(line)
+        if p.baseline_rate:
+            b = p.baseline_timing
+            out.append(f"     {p.baseline_name:<11} {p.baseline_rate:>12,.1f} {p.metric}   median {b.median_ms:.3f} ms"
+                       f" (spread {100 * b.spread:.1f}%)   ratio {p.rate / p.baseline_rate:.2f}x")
+        if p.peak:
+            out.append(f"     GPU peak    {p.peak:>12,.1f} {p.metric}")
+        if p.thresholds:
+            th = p.thresholds
+            tiers = ", ".join(f"{rate:,.0f} -> {pts:g}" for rate, pts in zip(th.rates, th.points))
+            out.append(f"     thresholds  {tiers} ({p.metric} -> points)")
+            out.append(f"                 {th.source}")
+    out.append("")
+    out.append(f"   Verdict: {r.verdict.value}" + (f": {r.message}" if r.message else ""))
+    perf_pts = r.performance.points if r.performance and r.verdict == Verdict.CORRECT else 0.0
+    out.append(f"   Score: {r.score:g} / {r.max_score:g}  (correctness {r.correctness_points:g}, "
+               f"performance {perf_pts:g})")
+    if r.stage_seconds:
+        out.append("   Stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in r.stage_seconds.items()))
+    return "\n".join(out)
+
+
+def write_json(r: GradeResult, path: Path) -> None:
+    """The record of one grading (GradeResult as JSON), written whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(r.to_json(), indent=2, default=str) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,151 @@
+"""What grading produces: plain dataclasses, written as JSON and read back by the reports."""
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+
+class Verdict(str, enum.Enum):
+    """The outcome of a submission, or of one of its cases."""
+
+    CORRECT = "correct"
+    BUILD_ERROR = "build_error"                  # the compiler or the linker refused it
+    FORBIDDEN_CALL = "forbidden_call"            # it calls a library the assignment forbids
+    LAUNCH_ERROR = "launch_error"                # a kernel launch was rejected: nothing ran
+    RUNTIME_ERROR = "runtime_error"              # it faulted (illegal address, trap) or exited
+    TIMEOUT = "timeout"                          # it did not finish in time
+    INCORRECT = "incorrect"                      # it ran, and the output is wrong
+    INVALID_MEASUREMENT = "invalid_measurement"  # correct, but timed above the GPU's peak
+    NOT_RUN = "not_run"                          # a case skipped after an earlier timeout
+
+
+@dataclass
+class CaseResult:
+    id: str
+    """The case's id in the task file."""
+    params: dict
+    """The problem sizes of the case (e.g. {"n": 17})."""
+    verdict: Verdict
+    """CORRECT, or what went wrong in this case."""
+    message: str = ""
+    """One line for the student: how far off, what was never written, which error."""
+    rel_error: Optional[float] = None
+    """||out - ref|| / ||ref|| of the worst output array, when the case ran to the end."""
+    tolerance: Optional[float] = None
+    """The relative error allowed."""
+    seconds: Optional[float] = None
+    """Wall time of the submission's call in this case (not a performance figure)."""
+
+
+@dataclass
+class Timing:
+    times_ms: list
+    """Every timed run, in milliseconds, each on fresh inputs after an L2 flush."""
+    warmup: int
+    """Untimed calls before the timed ones."""
+
+    @property
+    def median_ms(self) -> float:
+        t = sorted(self.times_ms)
+        mid = len(t) // 2
+        return t[mid] if len(t) % 2 else 0.5 * (t[mid - 1] + t[mid])
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median: how much the runs disagree."""
+        return (max(self.times_ms) - min(self.times_ms)) / self.median_ms if self.median_ms > 0 else 0.0
+
+
+@dataclass
+class Thresholds:
+    source: str
+    """Where the rates come from: a measured profile, an estimate, or the baseline measured now."""
+    rates: list
+    """Rate needed for each tier, in the assignment's metric, increasing."""
+    points: list
+    """Performance points for reaching each tier."""
+    estimated: bool = False
+    """True when not measured on this GPU model (derived on the spot or from datasheets)."""
+
+
+@dataclass
+class Performance:
+    case_id: str
+    """The graded case."""
+    params: dict
+    """Its sizes."""
+    metric: str
+    """GFLOPS, GB/s or MLUPS."""
+    timing: Timing
+    """The submission's timed runs."""
+    rate: float
+    """Work / median time, in the metric."""
+    gbs: Optional[float]
+    """Bytes that must move / median time, in GB/s, where the task counts bytes."""
+    baseline_name: str = ""
+    """The library the rate is compared with (e.g. cublasDtrmm)."""
+    baseline_rate: Optional[float] = None
+    """The library's rate on the same GPU, same size, measured in this grading."""
+    baseline_timing: Optional[Timing] = None
+    """The library's timed runs."""
+    peak: Optional[float] = None
+    """The GPU's physical peak in the metric; a rate above it is an invalid measurement."""
+    thresholds: Optional[Thresholds] = None
+    """The tiers used for the score."""
+    points: float = 0.0
+    """Performance points earned."""
+
+
+@dataclass
+class GpuInfo:
+    name: str
+    """The device name the driver reports."""
+    arch: str
+    """sm_XY of the compute capability."""
+    sm_count: int = 0
+    l2_bytes: int = 0
+    clock_khz: int = 0
+    mem_clock_khz: int = 0
+    bus_width_bits: int = 0
+    driver: str = ""
+    """Driver (CUDA) version."""
+    model: Optional[str] = None
+    """The model key in assignments/gpus.json, or None for a GPU the kit does not know."""
+
+
+@dataclass
+class GradeResult:
+    assignment: str
+    """The assignment's name in the registry."""
+    submission: str
+    """Path of the graded kernel.cu."""
+    verdict: Verdict
+    """CORRECT, INVALID_MEASUREMENT, or the first failure in case order."""
+    message: str
+    """One line saying why, for the student."""
+    score: float
+    """Points earned."""
+    max_score: float
+    """Points possible."""
+    correctness_points: float = 0.0
+    """Share of the correctness points: one equal share per passing case."""
+    performance: Optional[Performance] = None
+    """Timing and performance points; only when every case was correct."""
+    cases: list = field(default_factory=list)
+    """One CaseResult per correctness case, in the task file's order."""
+    gpu: Optional[GpuInfo] = None
+    """The GPU it ran on."""
+    build_log: str = ""
+    """The compiler's and linker's messages (the compiler's error for BUILD_ERROR)."""
+    stage_seconds: dict = field(default_factory=dict)
+    """Wall time of each stage: build, correctness, performance."""
+    seed_note: str = ""
+    """Whether the inputs were drawn from a secret per-run value or a fixed one."""
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        if self.performance:
+            d["performance"]["median_ms"] = self.performance.timing.median_ms
+            d["performance"]["spread"] = self.performance.timing.spread
+        return d

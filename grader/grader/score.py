@@ -1,0 +1,42 @@
+"""Scoring: correctness shares, then performance tiers for the GPU the code ran on."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .results import GpuInfo, Thresholds
+from .tasks import Task
+
+
+def thresholds(task: Task, gpu: GpuInfo, baseline_rate: Optional[float]) -> Optional[Thresholds]:
+    """The task's tiers for this GPU model; for a GPU the task has no profile for, the tiers'
+    fractions of the library baseline measured on the spot. None if neither exists."""
+    perf = task.data["performance"]
+    tiers = perf.get("tiers", [])
+    points = [float(t["points"]) for t in tiers]
+    profile = perf.get("gpus", {}).get(gpu.model) if gpu.model else None
+    if profile:
+        return Thresholds(source=profile.get("source", f"profile for {gpu.model}"),
+                          rates=[float(r) for r in profile["rates"]], points=points,
+                          estimated=bool(profile.get("estimated", False)))
+    if baseline_rate:
+        base = perf.get("baseline", "the library")
+        return Thresholds(
+            source=(f"no thresholds for {gpu.name}: derived from {base} measured now "
+                    f"({baseline_rate:,.0f} {task.metric}) times " +
+                    "/".join(f"{t['fraction']:g}" for t in tiers)),
+            rates=[t["fraction"] * baseline_rate for t in tiers], points=points, estimated=True)
+    return None
+
+
+def performance_points(rate: float, th: Thresholds) -> float:
+    """The points of the highest tier the rate reaches (0 below the first)."""
+    earned = 0.0
+    for r, p in zip(th.rates, th.points):
+        if rate >= r:
+            earned = p
+    return earned
+
+
+def correctness_points(task: Task, passed: int) -> float:
+    """An equal share of the correctness points for each passing case."""
+    return task.points["correctness"] * passed / len(task.cases)

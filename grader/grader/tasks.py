@@ -1,0 +1,188 @@
+"""The registry of assignments and their task files (assignments/<name>/task.json)."""
+from __future__ import annotations
+
+import ast
+import json
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The kit's top folder (the one with the Makefile)."""
+
+RESERVED = {"id", "seed", "reference", "hidden"}
+
+
+class TaskError(Exception):
+    """A registry or task file the grader cannot use; the message says which file and why."""
+
+
+@dataclass
+class Case:
+    id: str
+    """Short name, unique in the task (e.g. n1023)."""
+    params: dict
+    """Problem sizes, passed to the harness as key=value."""
+    seed: int
+    """Public seed; the grader mixes a secret per-run value into it."""
+    reference: str
+    """How the checker computes the truth: "cpu" (the loop) or "library" (on the GPU)."""
+
+    def describe(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.params.items())
+
+
+@dataclass
+class Task:
+    name: str
+    """The assignment's name in the registry."""
+    folder: Path
+    """assignments/<name>/."""
+    data: dict
+    """task.json as read."""
+    cases: list
+    """Correctness cases, in order."""
+    graded: Case
+    """The timed case."""
+    warmup: int
+    runs: int
+
+    @property
+    def title(self) -> str:
+        return self.data["title"]
+
+    @property
+    def entry_point(self) -> str:
+        return self.data["entry_point"]
+
+    @property
+    def metric(self) -> str:
+        return self.data["metric"]["name"]
+
+    @property
+    def tolerance(self) -> float:
+        return float(self.data["tolerance"]["rel"])
+
+    @property
+    def timeouts(self) -> dict:
+        return self.data["timeouts_s"]
+
+    @property
+    def points(self) -> dict:
+        return self.data["points"]
+
+    @property
+    def max_score(self) -> float:
+        return float(self.points["correctness"] + self.points["performance"])
+
+    def work(self, params: dict) -> float:
+        """Units of work of one call (FLOPs, bytes or updates) divided by the metric's scale."""
+        m = self.data["metric"]
+        return evaluate(m["work"], params) / float(m.get("per", 1.0))
+
+    def bytes(self, params: dict):
+        """Bytes that must cross DRAM at least once in one call, or None where not counted."""
+        expr = self.data["metric"].get("bytes")
+        return evaluate(expr, params) if expr else None
+
+    @property
+    def peak_kind(self) -> str:
+        """Which of the GPU's peaks bounds the metric: fp64, fp32 or dram."""
+        return self.data["metric"]["peak"]
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow,
+        ast.USub: operator.neg}
+
+
+def evaluate(expr: str, params: dict) -> float:
+    """Arithmetic over the case's parameters, e.g. "n*n*(n+1)"; nothing else is allowed."""
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in params:
+                raise TaskError(f"formula {expr!r} uses {node.id!r}, which the case does not define")
+            return params[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.operand))
+        raise TaskError(f"formula {expr!r}: only numbers, parameters and + - * / ** are allowed")
+    try:
+        return float(ev(ast.parse(expr, mode="eval")))
+    except SyntaxError as e:
+        raise TaskError(f"formula {expr!r} is not arithmetic: {e.msg}") from None
+
+
+def registry(root: Path = ROOT) -> list:
+    """Assignment names, in the order of assignments/registry.txt."""
+    path = root / "assignments" / "registry.txt"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise TaskError(f"cannot read the registry {path}: {e.strerror}") from None
+    return [w for line in lines for w in line.split("#", 1)[0].split()]
+
+
+def load(name: str, root: Path = ROOT) -> Task:
+    """The task of an assignment, validated; TaskError names the file and the problem."""
+    names = registry(root)
+    if name not in names:
+        raise TaskError(f"unknown assignment {name!r}; the registry lists: {', '.join(names)}")
+    folder = root / "assignments" / name
+    path = folder / "task.json"
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise TaskError(f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise TaskError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    return parse(name, folder, data, str(path))
+
+
+def parse(name: str, folder: Path, data: dict, where: str) -> Task:
+    for key in ("title", "entry_point", "metric", "tolerance", "cases", "graded", "timeouts_s", "points",
+                "performance"):
+        if key not in data:
+            raise TaskError(f"{where}: missing key {key!r}")
+    cases, seen = [], set()
+    for i, c in enumerate(data["cases"]):
+        if "id" not in c or "seed" not in c:
+            raise TaskError(f"{where}: case {i} needs an 'id' and a 'seed'")
+        if c["id"] in seen:
+            raise TaskError(f"{where}: case id {c['id']!r} appears twice")
+        seen.add(c["id"])
+        ref = c.get("reference", "cpu")
+        if ref not in ("cpu", "library"):
+            raise TaskError(f"{where}: case {c['id']}: reference must be 'cpu' or 'library', not {ref!r}")
+        params = {k: v for k, v in c.items() if k not in RESERVED}
+        for k, v in params.items():
+            if not isinstance(v, int):
+                raise TaskError(f"{where}: case {c['id']}: parameter {k} must be an integer, not {v!r}")
+        cases.append(Case(c["id"], params, int(c["seed"]), ref))
+    if not cases:
+        raise TaskError(f"{where}: no cases")
+    g = data["graded"]
+    graded = next((c for c in cases if c.id == g.get("id")), None)
+    if graded is None:
+        raise TaskError(f"{where}: graded case {g.get('id')!r} is not among the cases")
+    runs, warmup = int(g.get("runs", 10)), int(g.get("warmup", 2))
+    if runs < 10:
+        raise TaskError(f"{where}: graded.runs must be at least 10 (a median needs many runs), not {runs}")
+    tiers = data["performance"].get("tiers", [])
+    if [t["fraction"] for t in tiers] != sorted(t["fraction"] for t in tiers):
+        raise TaskError(f"{where}: performance tiers must be in increasing order")
+    if tiers and tiers[-1]["points"] != data["points"]["performance"]:
+        raise TaskError(f"{where}: the last performance tier must give all {data['points']['performance']} points")
+    for model, prof in data["performance"].get("gpus", {}).items():
+        if len(prof.get("rates", [])) != len(tiers):
+            raise TaskError(f"{where}: thresholds for {model} need one rate per tier ({len(tiers)})")
+    task = Task(name, folder, data, cases, graded, warmup, runs)
+    for c in cases:  # every formula must evaluate for every case: fail now, not mid-grading
+        task.work(c.params)
+        task.bytes(c.params)
+    return task

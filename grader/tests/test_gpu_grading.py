@@ -1,0 +1,50 @@
+"""GPU tests: grade the hidden references, the skeletons and every known-wrong submission kept in
+assignments/<name>/tests/ on the local GPU, and check each verdict. Skipped without a GPU."""
+from pathlib import Path
+
+import pytest
+
+from grader import tasks
+from grader.grade import grade
+from grader.results import Verdict
+
+ROOT = tasks.ROOT
+
+
+def known_submissions():
+    """(assignment, file, expected verdict) for every file whose first line is `// expect: V`."""
+    for name in tasks.registry():
+        for f in sorted((ROOT / "assignments" / name / "tests").glob("*.cu")):
+            first = f.read_text().splitlines()[0]
+            if first.startswith("// expect:"):
+                yield pytest.param(name, f, Verdict(first.split(":", 1)[1].strip()), id=f"{name}/{f.stem}")
+
+
+@pytest.mark.parametrize("name", tasks.registry())
+def test_the_hidden_reference_gets_full_marks(local_gpu, name):
+    task = tasks.load(name)
+    r = grade(task, ROOT / "reference" / name / "kernel.cu", local_gpu)
+    assert r.verdict == Verdict.CORRECT, r.message
+    assert all(c.verdict == Verdict.CORRECT for c in r.cases)
+    assert r.score == r.max_score, f"{r.performance.rate:.0f} {task.metric} earned {r.performance.points} points"
+    assert r.performance.baseline_rate, "the library baseline was timed next to it"
+
+
+@pytest.mark.parametrize("name", tasks.registry())
+def test_the_unfilled_skeleton_is_incorrect_because_nothing_was_computed(local_gpu, name):
+    r = grade(tasks.load(name), ROOT / "student_template" / name / "kernel.cu", local_gpu)
+    assert r.verdict == Verdict.INCORRECT
+    assert "not computed" in r.message
+    assert r.score == 0
+
+
+@pytest.mark.parametrize("name,path,expected", list(known_submissions()))
+def test_each_known_submission_gets_its_expected_verdict(local_gpu, name, path, expected):
+    task = tasks.load(name)
+    r = grade(task, path, local_gpu)
+    assert r.verdict == expected, f"{r.verdict.value}: {r.message}"
+    if expected == Verdict.CORRECT:
+        # Correct and timed in full: work left on another stream counts, so the rate is possible.
+        assert r.performance.rate <= r.performance.peak
+    else:
+        assert r.score < task.points["correctness"]

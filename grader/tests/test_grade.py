@@ -1,0 +1,127 @@
+"""The grade verb's verdicts, replayed from runner and checker records taken on an NVIDIA H200.
+
+The real harness is replaced by tests/fake_harness.py, which replays what it recorded; everything
+else (the plans, the retry after a fault, the per-case time limit, the checks, the scoring) is the
+grader's own code. No GPU is needed.
+"""
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import build, grade, report, tasks
+from grader.results import GpuInfo, Verdict
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAKE = Path(__file__).parent / "fake_harness.py"
+
+
+def wrapper(path: Path, role: str) -> Path:
+    path.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} {role} \"$@\"\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def replay(monkeypatch, tmp_path):
+    """grade(scenario) grades trmm against the recorded scenario; returns (result, expected)."""
+    checker = wrapper(tmp_path / "checker", "checker")
+    monkeypatch.setattr(build, "build_harness", lambda task, arch, log: None)
+    monkeypatch.setattr(build, "compile_submission", lambda src, work, arch, timeout: (True, ""))
+    monkeypatch.setattr(build, "scan_forbidden", lambda obj: [])
+    monkeypatch.setattr(build, "link_runner",
+                        lambda task, work, arch, timeout: (wrapper(work / "runner", "runner"), (True, ""))[1])
+    monkeypatch.setattr(build, "paths", lambda task, arch: {"checker": checker})
+    gpu = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
+
+    def run(scenario, case_timeout=None):
+        monkeypatch.setenv("KIT_FAKE_FIXTURE", str(FIXTURES / "trmm" / scenario))
+        task = tasks.load("trmm")
+        if case_timeout:
+            task.data["timeouts_s"]["case"] = case_timeout
+        expected = json.loads((FIXTURES / "trmm" / scenario / "expected.json").read_text())
+        return grade.grade(task, Path("kernel.cu"), gpu), expected
+
+    return run
+
+
+def check_against_recording(result, expected):
+    assert result.verdict == Verdict(expected["verdict"])
+    assert {c.id: c.verdict.value for c in result.cases} == expected["cases"]
+    assert result.score == pytest.approx(expected["score"])
+
+
+def test_the_reference_replay_is_correct_with_full_marks_and_its_rate_next_to_cublas(replay):
+    r, expected = replay("reference")
+    check_against_recording(r, expected)
+    assert r.performance.rate == pytest.approx(expected["rate"])
+    assert r.performance.baseline_rate == pytest.approx(expected["baseline_rate"])
+    assert r.performance.thresholds.source.startswith("cublasDtrmm measured")
+    assert not r.performance.thresholds.estimated
+    assert len(r.performance.timing.times_ms) == 10
+
+
+def test_an_unfilled_skeleton_is_incorrect_and_told_that_nothing_was_computed(replay):
+    r, expected = replay("skeleton")
+    check_against_recording(r, expected)
+    assert "output not computed" in r.message
+    assert r.cases[0].rel_error is None  # no error norm shown for an output that was never written
+    assert r.performance is None
+
+
+def test_a_refused_launch_is_a_launch_error_in_every_case_each_run_in_a_fresh_process(replay):
+    r, expected = replay("block_64x64")
+    check_against_recording(r, expected)
+    assert all(c.verdict == Verdict.LAUNCH_ERROR for c in r.cases)
+    assert "nothing ran" in r.message
+
+
+def test_an_illegal_address_is_a_runtime_error_that_names_the_cuda_error(replay):
+    r, expected = replay("illegal_address")
+    check_against_recording(r, expected)
+    assert "cudaErrorIllegalAddress" in r.message
+
+
+def test_missing_bounds_checks_fail_the_odd_sizes_and_earn_the_share_of_the_passing_ones(replay):
+    r, expected = replay("no_bounds_check")
+    check_against_recording(r, expected)
+    passed = [c.id for c in r.cases if c.verdict == Verdict.CORRECT]
+    assert passed == ["n1024", "n4096"]
+    assert r.score == pytest.approx(50 * 2 / 8)
+
+
+def test_a_hung_kernel_times_out_in_its_case_and_the_later_cases_are_not_run(replay):
+    r, expected = replay("endless_loop", case_timeout=1)
+    assert r.verdict == Verdict.TIMEOUT
+    assert r.cases[0].verdict == Verdict.TIMEOUT
+    assert all(c.verdict == Verdict.NOT_RUN for c in r.cases[1:])
+    assert r.score == 0
+
+
+def test_a_rate_above_the_gpus_peak_is_an_invalid_measurement_and_not_scored(replay, monkeypatch):
+    monkeypatch.setattr(grade, "peak", lambda gpu, kind: (1000.0, "test"))  # 1 TFLOP/s "peak"
+    r, _ = replay("reference")
+    assert r.verdict == Verdict.INVALID_MEASUREMENT
+    assert "above this GPU's peak" in r.message
+    assert r.score == r.correctness_points == 50
+
+
+def test_the_terminal_report_shows_cases_rates_thresholds_and_score(replay):
+    r, _ = replay("reference")
+    text = report.terminal(r)
+    assert "NVIDIA H200" in text
+    assert "n1023" in text and "pass" in text
+    assert "cublasDtrmm" in text and "ratio 0.66x" in text
+    assert "Score: 100 / 100" in text
+
+
+def test_the_json_record_round_trips_with_verdicts_as_words(replay, tmp_path):
+    r, _ = replay("no_bounds_check")
+    out = tmp_path / "trmm.json"
+    report.write_json(r, out)
+    data = json.loads(out.read_text())
+    assert data["verdict"] == "incorrect"
+    assert data["cases"][0]["verdict"] == "incorrect"
+    assert data["score"] == pytest.approx(12.5)

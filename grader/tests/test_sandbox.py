@@ -1,0 +1,127 @@
+"""sandbox.py: untrusted programs are stopped in time, with everything they started, and only the
+tail of what they print is read back."""
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from grader import sandbox
+
+
+def py(code: str) -> list:
+    return [sys.executable, "-c", code]
+
+
+def gone(pid: int) -> bool:
+    """The process no longer runs (never existed, reaped, or a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def wait_until(cond, seconds=5.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def test_a_program_that_sleeps_forever_is_killed_at_the_time_limit(tmp_path):
+    r = sandbox.run(py("import time; time.sleep(1000)"), tmp_path, tmp_path / "log", timeout=0.5)
+    assert r.timed_out is True
+    assert r.returncode == -signal.SIGKILL
+    assert 0.5 <= r.seconds < 5
+
+
+def test_the_time_limit_also_kills_the_processes_the_program_started(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    cmd = ["sh", "-c", f"sleep 1000 & echo $! > {pidfile}; wait"]
+    r = sandbox.run(cmd, tmp_path, tmp_path / "log", timeout=1.0)
+    assert r.timed_out is True
+    pid = int(pidfile.read_text())
+    assert wait_until(lambda: gone(pid)), f"the grandchild {pid} survived the kill"
+
+
+def test_the_program_leads_its_own_process_group_so_the_kill_never_reaches_the_grader(tmp_path):
+    r = sandbox.run(py("import os; print(os.getpgid(0) == os.getpid(), os.getsid(0) == os.getpid())"),
+                    tmp_path, tmp_path / "log", timeout=10)
+    assert r.output.split() == ["True", "True"]
+
+
+def test_a_watchdog_returning_true_stops_the_program_as_timed_out(tmp_path):
+    r = sandbox.run(py("import time; time.sleep(1000)"), tmp_path, tmp_path / "log", timeout=60,
+                    watchdog=lambda: True)
+    assert r.timed_out is True
+    assert r.seconds < 5
+
+
+def test_a_watchdog_is_polled_until_it_fires(tmp_path):
+    calls = []
+
+    def watchdog():
+        calls.append(1)
+        return len(calls) >= 5
+    r = sandbox.run(py("import time; time.sleep(1000)"), tmp_path, tmp_path / "log", timeout=60, watchdog=watchdog)
+    assert r.timed_out is True
+    assert len(calls) == 5
+
+
+def test_a_watchdog_returning_false_lets_the_program_finish(tmp_path):
+    r = sandbox.run(py("print('done')"), tmp_path, tmp_path / "log", timeout=60, watchdog=lambda: False)
+    assert (r.timed_out, r.returncode, r.output.strip()) == (False, 0, "done")
+
+
+@pytest.mark.parametrize("code", [0, 1, 5, 6, 255])
+def test_the_exit_code_comes_back(tmp_path, code):
+    r = sandbox.run(py(f"import sys; sys.exit({code})"), tmp_path, tmp_path / "log", timeout=10)
+    assert r.returncode == code
+    assert r.timed_out is False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGABRT, signal.SIGKILL])
+def test_death_by_a_signal_comes_back_as_its_negative_number(tmp_path, sig):
+    r = sandbox.run(py(f"import os; os.kill(os.getpid(), {int(sig)})"), tmp_path, tmp_path / "log", timeout=10)
+    assert r.returncode == -sig
+    assert r.timed_out is False
+
+
+def test_a_crash_leaves_no_core_file(tmp_path):
+    sandbox.run(py("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"), tmp_path, tmp_path / "log",
+                timeout=10)
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("core")]
+
+
+def test_only_the_tail_of_a_huge_output_is_read_back(tmp_path):
+    code = "import sys; sys.stdout.write('x' * 10_000_000); sys.stdout.write('THE END')"
+    r = sandbox.run(py(code), tmp_path, tmp_path / "log", timeout=30)
+    assert r.returncode == 0
+    assert len(r.output) <= sandbox.TAIL_BYTES
+    assert r.output.endswith("xTHE END")
+    assert (tmp_path / "log").stat().st_size == 10_000_007  # all of it went to the file, not to memory
+
+
+def test_stdout_and_stderr_both_reach_the_output(tmp_path):
+    r = sandbox.run(py("import sys; print('to out', flush=True); print('to err', file=sys.stderr)"), tmp_path,
+                    tmp_path / "log", timeout=10)
+    assert "to out" in r.output and "to err" in r.output
+
+
+def test_a_program_reading_stdin_gets_end_of_file_instead_of_waiting(tmp_path):
+    r = sandbox.run(py("import sys; print(len(sys.stdin.read()))"), tmp_path, tmp_path / "log", timeout=10)
+    assert (r.timed_out, r.output.strip()) == (False, "0")
+
+
+def test_the_program_runs_in_the_folder_it_is_given(tmp_path):
+    (tmp_path / "work").mkdir()
+    r = sandbox.run(py("import os; print(os.getcwd())"), tmp_path / "work", tmp_path / "log", timeout=10)
+    assert r.output.strip() == str(tmp_path / "work")
+
+
+def test_tail_of_a_missing_file_is_empty(tmp_path):
+    assert sandbox.tail(tmp_path / "missing") == ""

@@ -1,0 +1,30 @@
+// check.h: comparing an output with the truth (used by the checker, tested on the host).
+#pragma once
+
+#include <functional>
+
+#include "kit.cuh"
+
+namespace kit {
+
+// What one output array looks like next to the truth. Plain numbers: the grader words them.
+struct Comparison {
+    size_t compared = 0;           // elements compared (all of them, or the probe positions)
+    size_t nonfinite = 0;          // NaN or infinite where the truth is finite (never passes)
+    size_t unwritten = 0;          // still the poison, or still the input where the value had to change
+    size_t protected_changed = 0;  // elements that must keep their input value but did not
+    double rel_error = 0;          // ||got - want|| / ||want|| over the finite, unprotected elements
+    long long worst_index = -1;    // element with the largest absolute error (position in the array)
+    double worst_got = 0, worst_want = 0;
+    bool pass = false;
+};
+
+// `input`, `want`: the whole array before the call and the truth after it. `got`: the whole array,
+// or, when `positions` is not empty, the values at those positions in that order.
+Comparison compare_array(const ArraySpec& spec, const void* input, const void* want, const void* got,
+                         const std::vector<size_t>& positions, double tol,
+                         const std::function<bool(size_t)>& is_protected);
+
+void write_comparison(JsonLines& out, const Comparison& c);
+
+}  // namespace kit

@@ -1,0 +1,262 @@
+// kit.cuh: the harness shared by every assignment.
+//
+// One binary per assignment and side is linked from three parts:
+//   runner  = harness/src/{common,runner}.cu + assignments/<name>/problem.cu (-DKIT_RUNNER) + the student's kernel.o
+//   checker = harness/src/{common,checker}.cu + assignments/<name>/problem.cu + cuBLAS/CUB
+// The runner holds the student's code: it generates the inputs from a seed, poisons the outputs,
+// calls the entry point, times it and hands the outputs over as files. The checker holds no student
+// code: it regenerates the same inputs from the same seed, recomputes what the outputs must be (CPU
+// loop or library) and compares. Correctness is therefore never decided inside the process that
+// runs untrusted code.
+//
+// An assignment's problem.cu describes its arrays, how to call the student's entry point and how to
+// compute the expected result; everything else (plan parsing, generation, poisoning, timing, files,
+// comparison, exit codes) lives here once.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda_check.cuh"
+
+namespace kit {
+
+// ---------------------------------------------------------------------------------------------
+// Exit codes shared by the runner and the checker. The grader (grader/grader/protocol.py) reads
+// these; a test there parses this block, so keep the `k... = N,` form.
+enum ExitCode : int {
+    kExitOk = 0,
+    kExitUsage = 2,          // bad arguments or plan file
+    kExitNoGpu = 3,          // no CUDA device could be opened
+    kExitLaunchError = 4,    // the submission's kernel launch was rejected (bad grid, resources)
+    kExitRuntimeError = 5,   // the submission faulted (illegal address, trap, ...)
+    kExitHarnessError = 6,   // the harness itself failed (out of memory, unreadable file, ...)
+};
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic, counter-based random numbers: value i of stream s is a pure function of
+// (seed, s, i), identical on host and device, so the checker can regenerate any input the runner
+// saw without a file of inputs changing hands.
+__host__ __device__ inline uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+__host__ __device__ inline uint64_t hash3(uint64_t seed, uint64_t stream, uint64_t i) {
+    return mix64(mix64(seed ^ mix64(stream)) + i);
+}
+// Uniform in [0, 1) with 53 random bits: exact in double, so host and device agree bit for bit.
+__host__ __device__ inline double uniform01(uint64_t seed, uint64_t stream, uint64_t i) {
+    return (double)(hash3(seed, stream, i) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// Seed of timed run r of a case: fresh inputs for every timed run, none of them the case's own.
+inline uint64_t run_seed(uint64_t case_seed, int run) { return mix64(case_seed + 0x51ED + (uint64_t)run); }
+
+// ---------------------------------------------------------------------------------------------
+// Arrays of a problem.
+enum class DType { f64, f32 };
+enum class Role { in, out, inout };
+
+// How an input is filled. Uniform values avoid zeros (which hide unwritten outputs and wrong
+// indexing); integer values make sums exact in any order.
+struct Fill {
+    enum Kind { uniform, integers, constant } kind = uniform;
+    double lo = -1.0, hi = 1.0;  // uniform: [lo, hi); integers: lo..hi inclusive; constant: lo
+};
+
+struct ArraySpec {
+    std::string name;
+    DType dtype;
+    size_t count;
+    Role role;
+    Fill fill = {};
+};
+
+inline size_t dtype_size(DType t) { return t == DType::f64 ? 8 : 4; }
+
+__host__ __device__ inline double fill_value(Fill f, uint64_t seed, uint64_t stream, uint64_t i) {
+    switch (f.kind) {
+    case Fill::integers: return f.lo + (double)(hash3(seed, stream, i) % (uint64_t)(f.hi - f.lo + 1));
+    case Fill::constant: return f.lo;
+    default: return f.lo + (f.hi - f.lo) * uniform01(seed, stream, i);
+    }
+}
+
+// The poison written into pure outputs before every call: a quiet NaN with a payload no
+// arithmetic produces, so "never written" and "computed NaN" can be told apart.
+constexpr uint64_t kPoison64 = 0x7FF8DEADBEEF0BADull;
+constexpr uint32_t kPoison32 = 0x7FC0DEADu;
+
+// ---------------------------------------------------------------------------------------------
+// One case of a plan: an id, a seed and named integer parameters (n, m, k, w, ...).
+struct Case {
+    std::string id;
+    uint64_t seed = 0;
+    bool timed = false;
+    int warmup = 0, runs = 0;
+    double tol = 0;
+    std::string reference = "cpu";  // "cpu" or "library": how the checker computes the truth
+    std::map<std::string, long long> params;
+
+    long long get(const std::string& key) const {
+        auto it = params.find(key);
+        if (it == params.end()) throw std::runtime_error("case " + id + " has no parameter '" + key + "'");
+        return it->second;
+    }
+};
+
+// Named pointers to a case's arrays, all on the host or all on the device.
+struct Arrays {
+    std::vector<ArraySpec> specs;
+    std::vector<void*> ptrs;
+
+    void* raw(const std::string& name) const {
+        for (size_t i = 0; i < specs.size(); ++i)
+            if (specs[i].name == name) return ptrs[i];
+        throw std::runtime_error("no array named '" + name + "'");
+    }
+    double* f64(const std::string& name) const { return static_cast<double*>(raw(name)); }
+    float* f32(const std::string& name) const { return static_cast<float*>(raw(name)); }
+};
+
+// Owns device allocations for a case.
+struct DeviceArrays : Arrays {
+    explicit DeviceArrays(const std::vector<ArraySpec>& s);
+    ~DeviceArrays();
+    DeviceArrays(const DeviceArrays&) = delete;
+    DeviceArrays& operator=(const DeviceArrays&) = delete;
+};
+
+// Owns host allocations for a case.
+struct HostArrays : Arrays {
+    explicit HostArrays(const std::vector<ArraySpec>& s);
+    std::vector<std::vector<unsigned char>> storage;
+};
+
+// ---------------------------------------------------------------------------------------------
+// What an assignment defines (assignments/<name>/problem.cu), once for both sides.
+struct Problem {
+    virtual ~Problem() = default;
+    virtual const char* name() const = 0;
+    // The arrays of a case. The work counts (FLOPs, bytes) live in the task file, for the grader.
+    virtual std::vector<ArraySpec> arrays(const Case& c) const = 0;
+
+    // Runner side: call the student's entry point on device arrays.
+    virtual void run_submission(const Case&, Arrays& dev) const;
+
+    // Checker side: overwrite the outputs of `host` (whose inputs are filled) with the truth.
+    virtual void reference_cpu(const Case&, Arrays& host) const;
+    // Checker side: the same on the device through a library; also what the baseline times.
+    virtual void reference_library(const Case&, Arrays& dev) const;
+    virtual const char* library_name() const { return "library"; }
+    // Checker side: elements of an output that must keep their input value (e.g. a triangle).
+    virtual bool is_protected(const Case&, const std::string& array, size_t index) const { return false; }
+};
+
+Problem& problem();  // the one problem linked into this binary
+
+struct ProblemRegistration {
+    explicit ProblemRegistration(Problem* p);
+};
+#define KIT_REGISTER_PROBLEM(Type) static ::kit::ProblemRegistration kit_registration_##Type(new Type())
+
+// ---------------------------------------------------------------------------------------------
+// Shared machinery (harness/src/common.cu).
+std::vector<Case> read_plan(const std::string& path);
+
+void fill_inputs_device(const Case& c, uint64_t seed, Arrays& dev);
+void fill_inputs_host(const Case& c, uint64_t seed, Arrays& host);
+void poison_outputs_device(Arrays& dev);
+
+// Which elements of an output a timed run hands over when not the whole array: a fixed number of
+// positions drawn from the run's seed, so the checker can verify every timed run cheaply.
+constexpr int kProbeCount = 4096;
+std::vector<size_t> probe_positions(uint64_t seed, size_t count);
+inline bool is_full_dump(const Case& c, int run) { return !c.timed || run == c.runs - 1; }
+std::string dump_path(const std::string& dir, const Case& c, int run, const std::string& array);
+
+// A CUDA error raised by the code under test, caught where the runner classifies it.
+struct DeviceFault {
+    cudaError_t err = cudaSuccess;
+    bool rejected = false;  // a launch or call refused up front (bad configuration): nothing ran
+    explicit operator bool() const { return err != cudaSuccess; }
+};
+
+// Waits for all device work and returns its first error. A fault while running is sticky and
+// reported by the sync; a launch refused at configuration time (too many threads, too much shared
+// memory) is reported only by cudaGetLastError, while the sync succeeds.
+inline DeviceFault settle() {
+    cudaError_t launch = cudaGetLastError();
+    cudaError_t sync = cudaDeviceSynchronize();
+    if (sync != cudaSuccess) return {sync, false};
+    return {launch, launch != cudaSuccess};
+}
+
+// Times `body` `runs` times after `warmup` untimed calls. Before each call `prepare(i)` sets up
+// fresh inputs (untimed; warm-up calls get negative i), then the L2 cache is flushed and its
+// persisting lines reset, the device is drained, and the clock runs from the call until the whole
+// device is idle: work the code under test left on any stream is counted. That sync costs about
+// 10 us against the milliseconds timed. `after(i)` runs untimed after each timed run. Returns
+// milliseconds per timed run; throws DeviceFault if the code under test fails.
+template <class Prepare, class Body, class After>
+std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after);
+
+double now_ms();
+void flush_l2();
+
+// JSON lines: one object per line, flushed as written, so a crash loses at most the line in
+// progress and the grader can tell which case was running.
+class JsonLines {
+public:
+    explicit JsonLines(const std::string& path);
+    ~JsonLines();
+    JsonLines& begin();
+    JsonLines& field(const char* key, const std::string& value);
+    JsonLines& field(const char* key, const char* value) { return field(key, std::string(value)); }
+    JsonLines& field(const char* key, double value);
+    JsonLines& field(const char* key, long long value);
+    JsonLines& field(const char* key, int value) { return field(key, (long long)value); }
+    JsonLines& field(const char* key, bool value);
+    JsonLines& field(const char* key, const std::vector<double>& values);
+    void end();
+
+private:
+    FILE* f_;
+    std::string line_;
+};
+
+// Opens the device or exits with kExitNoGpu and a one-line message.
+void require_gpu();
+
+// ---------------------------------------------------------------------------------------------
+template <class Prepare, class Body, class After>
+std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after) {
+    for (int i = 0; i < warmup; ++i) {
+        prepare(-1 - i);
+        body();
+        if (DeviceFault f = settle()) throw f;
+    }
+    std::vector<double> ms;
+    for (int i = 0; i < runs; ++i) {
+        prepare(i);
+        flush_l2();
+        CUDA_CHECK(cudaDeviceSynchronize());
+        double t0 = now_ms();
+        body();
+        DeviceFault f = settle();
+        double t1 = now_ms();
+        if (f) throw f;
+        ms.push_back(t1 - t0);
+        after(i);
+    }
+    return ms;
+}
+
+}  // namespace kit

@@ -1,0 +1,132 @@
+// checker.cu: decides correctness, in a process that holds no student code.
+//
+//   checker check    PLAN DUMP_DIR RESULTS   compare the runner's outputs with the truth
+//   checker baseline PLAN RESULTS            time the library on the plan's timed cases
+//
+// For every case (and every timed run) it regenerates the inputs from the seed, computes the truth
+// with the problem's CPU loop or its library call, and compares with what the runner handed over:
+// relative error ||out - ref|| / ||ref|| against the case's tolerance; NaN never passes; elements
+// still holding the poison (or, for in-place outputs, still holding their input) were never
+// written; elements the problem protects must equal their input bit for bit.
+#include <cmath>
+#include <cstring>
+
+#include "check.h"
+
+namespace {
+
+using namespace kit;
+
+std::vector<unsigned char> read_file(const std::string& path, bool& ok) {
+    std::vector<unsigned char> data;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    ok = f != nullptr;
+    if (!f) return data;
+    unsigned char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + got);
+    std::fclose(f);
+    return data;
+}
+
+// The truth for one call, with the inputs it started from, both on the host.
+struct Truth {
+    std::unique_ptr<HostArrays> inputs, expected;
+};
+
+Truth compute_truth(const Problem& p, const Case& c, uint64_t seed) {
+    auto specs = p.arrays(c);
+    Truth t{std::make_unique<HostArrays>(specs), std::make_unique<HostArrays>(specs)};
+    if (c.reference == "cpu") {
+        fill_inputs_host(c, seed, *t.inputs);
+        t.expected->storage = t.inputs->storage;
+        for (size_t i = 0; i < specs.size(); ++i) t.expected->ptrs[i] = t.expected->storage[i].data();
+        p.reference_cpu(c, *t.expected);
+    } else if (c.reference == "library") {
+        DeviceArrays dev(specs);
+        fill_inputs_device(c, seed, dev);
+        poison_outputs_device(dev);
+        for (size_t i = 0; i < specs.size(); ++i)
+            CUDA_CHECK(cudaMemcpy(t.inputs->ptrs[i], dev.ptrs[i], t.inputs->storage[i].size(), cudaMemcpyDeviceToHost));
+        p.reference_library(c, dev);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaDeviceSynchronize());
+        for (size_t i = 0; i < specs.size(); ++i)
+            CUDA_CHECK(cudaMemcpy(t.expected->ptrs[i], dev.ptrs[i], t.expected->storage[i].size(), cudaMemcpyDeviceToHost));
+    } else {
+        throw std::runtime_error("case " + c.id + ": unknown reference '" + c.reference + "'");
+    }
+    return t;
+}
+
+void check_case(const Problem& p, const Case& c, const std::string& dir, JsonLines& out) {
+    bool needs_gpu = c.reference == "library";
+    if (needs_gpu) require_gpu();
+    int runs = c.timed ? c.runs : 1;
+    for (int r = 0; r < runs; ++r) {
+        uint64_t seed = c.timed ? run_seed(c.seed, r) : c.seed;
+        Truth truth = compute_truth(p, c, seed);
+        const auto& specs = truth.inputs->specs;
+        for (size_t a = 0; a < specs.size(); ++a) {
+            const ArraySpec& s = specs[a];
+            if (s.role == Role::in) continue;
+            std::vector<size_t> positions;
+            if (!is_full_dump(c, r)) positions = probe_positions(seed, s.count);
+            size_t want_bytes = (positions.empty() ? s.count : positions.size()) * dtype_size(s.dtype);
+
+            bool ok;
+            std::vector<unsigned char> got = read_file(dump_path(dir, c, r, s.name), ok);
+            out.begin().field("event", "check").field("case", c.id).field("run", r).field("array", s.name);
+            if (!ok || got.size() != want_bytes) {
+                out.field("pass", false)
+                    .field("reason", ok ? "output file has the wrong size" : "no output was handed over")
+                    .end();
+                continue;
+            }
+            Comparison cmp = compare_array(s, truth.inputs->ptrs[a], truth.expected->ptrs[a], got.data(), positions,
+                                           c.tol, [&](size_t i) { return p.is_protected(c, s.name, i); });
+            write_comparison(out, cmp);
+            out.end();
+        }
+    }
+}
+
+void baseline_case(const Problem& p, const Case& c, JsonLines& out) {
+    require_gpu();
+    DeviceArrays dev(p.arrays(c));
+    auto prepare = [&](int r) { fill_inputs_device(c, run_seed(c.seed, r), dev); };
+    auto body = [&] { p.reference_library(c, dev); };
+    std::vector<double> ms = time_runs(c.warmup, c.runs, prepare, body, [](int) {});
+    out.begin()
+        .field("event", "baseline")
+        .field("case", c.id)
+        .field("library", p.library_name())
+        .field("times_ms", ms)
+        .end();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string mode = argc > 1 ? argv[1] : "";
+    if (!((mode == "check" && argc == 5) || (mode == "baseline" && argc == 4))) {
+        std::fprintf(stderr, "usage: %s check PLAN DUMP_DIR RESULTS\n       %s baseline PLAN RESULTS\n", argv[0], argv[0]);
+        return kExitUsage;
+    }
+    try {
+        std::vector<Case> cases = read_plan(argv[2]);
+        JsonLines out(argv[argc - 1]);
+        Problem& p = problem();
+        for (const Case& c : cases) {
+            if (mode == "check") check_case(p, c, argv[3], out);
+            else if (c.timed) baseline_case(p, c, out);
+        }
+    } catch (const DeviceFault& f) {
+        std::fprintf(stderr, "checker: library call failed: %s\n", cudaGetErrorString(f.err));
+        return kExitHarnessError;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "checker: %s\n", e.what());
+        return kExitHarnessError;
+    }
+    return kExitOk;
+}

@@ -1,0 +1,258 @@
+// common.cu: the harness machinery shared by the runner and the checker (see kit.cuh).
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "kit.cuh"
+
+namespace kit {
+
+// --------------------------------------------------------------------------------------------
+// The problem linked into this binary.
+static Problem* g_problem = nullptr;
+
+ProblemRegistration::ProblemRegistration(Problem* p) { g_problem = p; }
+
+Problem& problem() {
+    if (!g_problem) {
+        std::fprintf(stderr, "harness: no problem registered (KIT_REGISTER_PROBLEM missing)\n");
+        std::exit(kExitHarnessError);
+    }
+    return *g_problem;
+}
+
+static void side_missing(const char* what) {
+    std::fprintf(stderr, "harness: %s is not available in this binary\n", what);
+    std::exit(kExitHarnessError);
+}
+void Problem::run_submission(const Case&, Arrays&) const { side_missing("run_submission"); }
+void Problem::reference_cpu(const Case&, Arrays&) const { side_missing("reference_cpu"); }
+void Problem::reference_library(const Case&, Arrays&) const { side_missing("reference_library"); }
+
+// --------------------------------------------------------------------------------------------
+// Plans. One case per line: `case` or `timed`, then key=value tokens. Reserved keys: id, seed,
+// tol, reference, warmup, runs; every other key is an integer parameter of the problem.
+//   case  id=n17 seed=123 tol=1e-10 reference=cpu n=17
+//   timed id=graded seed=456 tol=1e-10 reference=library warmup=2 runs=10 n=4096
+std::vector<Case> read_plan(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read plan file " + path);
+    std::vector<Case> cases;
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+        ++lineno;
+        std::istringstream words(line);
+        std::string kind;
+        if (!(words >> kind) || kind[0] == '#') continue;
+        if (kind != "case" && kind != "timed")
+            throw std::runtime_error(path + ":" + std::to_string(lineno) + ": expected 'case' or 'timed', got '" + kind + "'");
+        Case c;
+        c.timed = kind == "timed";
+        std::string tok;
+        while (words >> tok) {
+            size_t eq = tok.find('=');
+            if (eq == std::string::npos)
+                throw std::runtime_error(path + ":" + std::to_string(lineno) + ": expected key=value, got '" + tok + "'");
+            std::string key = tok.substr(0, eq), value = tok.substr(eq + 1);
+            try {
+                if (key == "id") c.id = value;
+                else if (key == "seed") c.seed = std::stoull(value);
+                else if (key == "tol") c.tol = std::stod(value);
+                else if (key == "reference") c.reference = value;
+                else if (key == "warmup") c.warmup = std::stoi(value);
+                else if (key == "runs") c.runs = std::stoi(value);
+                else c.params[key] = std::stoll(value);
+            } catch (const std::logic_error&) {
+                throw std::runtime_error(path + ":" + std::to_string(lineno) + ": bad value in '" + tok + "'");
+            }
+        }
+        if (c.id.empty()) throw std::runtime_error(path + ":" + std::to_string(lineno) + ": case without id");
+        if (c.timed && c.runs < 1) throw std::runtime_error(path + ":" + std::to_string(lineno) + ": timed case needs runs >= 1");
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+// --------------------------------------------------------------------------------------------
+// Arrays.
+DeviceArrays::DeviceArrays(const std::vector<ArraySpec>& s) {
+    specs = s;
+    for (const auto& a : specs) {
+        void* p = nullptr;
+        // At least one element, so that n = 1 and empty cases still get a valid pointer.
+        CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(a.count, 1) * dtype_size(a.dtype)));
+        ptrs.push_back(p);
+    }
+}
+DeviceArrays::~DeviceArrays() {
+    for (void* p : ptrs) cudaFree(p);
+}
+
+HostArrays::HostArrays(const std::vector<ArraySpec>& s) {
+    specs = s;
+    storage.resize(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+        storage[i].resize(std::max<size_t>(specs[i].count, 1) * dtype_size(specs[i].dtype));
+        ptrs.push_back(storage[i].data());
+    }
+}
+
+// Array a of a case is random stream a of the case's seed: inputs differ from each other.
+template <class T>
+__global__ void fill_kernel(T* x, size_t count, Fill f, uint64_t seed, uint64_t stream) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = (T)fill_value(f, seed, stream, i);
+}
+
+template <class T>
+__global__ void poison_kernel(T* x, size_t count, T poison) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = poison;
+}
+
+static unsigned grid_for(size_t count) { return (unsigned)std::min<size_t>((count + 255) / 256, 65535); }
+
+void fill_inputs_device(const Case&, uint64_t seed, Arrays& dev) {
+    for (size_t a = 0; a < dev.specs.size(); ++a) {
+        const ArraySpec& s = dev.specs[a];
+        if (s.role == Role::out || s.count == 0) continue;
+        if (s.dtype == DType::f64)
+            fill_kernel<<<grid_for(s.count), 256>>>((double*)dev.ptrs[a], s.count, s.fill, seed, a);
+        else
+            fill_kernel<<<grid_for(s.count), 256>>>((float*)dev.ptrs[a], s.count, s.fill, seed, a);
+        CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+void fill_inputs_host(const Case&, uint64_t seed, Arrays& host) {
+    for (size_t a = 0; a < host.specs.size(); ++a) {
+        const ArraySpec& s = host.specs[a];
+        if (s.role == Role::out) continue;
+        for (size_t i = 0; i < s.count; ++i) {
+            double v = fill_value(s.fill, seed, a, i);
+            if (s.dtype == DType::f64) ((double*)host.ptrs[a])[i] = v;
+            else ((float*)host.ptrs[a])[i] = (float)v;
+        }
+    }
+}
+
+void poison_outputs_device(Arrays& dev) {
+    for (size_t a = 0; a < dev.specs.size(); ++a) {
+        const ArraySpec& s = dev.specs[a];
+        if (s.role != Role::out || s.count == 0) continue;
+        if (s.dtype == DType::f64) {
+            double p;
+            std::memcpy(&p, &kPoison64, 8);
+            poison_kernel<<<grid_for(s.count), 256>>>((double*)dev.ptrs[a], s.count, p);
+        } else {
+            float p;
+            std::memcpy(&p, &kPoison32, 4);
+            poison_kernel<<<grid_for(s.count), 256>>>((float*)dev.ptrs[a], s.count, p);
+        }
+        CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+std::vector<size_t> probe_positions(uint64_t seed, size_t count) {
+    std::vector<size_t> pos;
+    if (count == 0) return pos;
+    for (int j = 0; j < kProbeCount; ++j) pos.push_back(hash3(seed, 0x9B0BE, j) % count);
+    return pos;
+}
+
+std::string dump_path(const std::string& dir, const Case& c, int run, const std::string& array) {
+    std::string p = dir + "/" + c.id;
+    if (c.timed) p += ".run" + std::to_string(run);
+    return p + "." + array + ".bin";
+}
+
+// --------------------------------------------------------------------------------------------
+// Timing.
+double now_ms() {
+    using namespace std::chrono;
+    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+void flush_l2() {
+    static void* buf = nullptr;
+    static size_t bytes = 0;
+    static int calls = 0;
+    if (!buf) {
+        int dev = 0, l2 = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+        bytes = std::max<size_t>(2 * (size_t)l2, 8u << 20);  // twice the L2: every line is evicted
+        CUDA_CHECK(cudaMalloc(&buf, bytes));
+    }
+    CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+    CUDA_CHECK(cudaMemsetAsync(buf, ++calls & 0xff, bytes));
+}
+
+// --------------------------------------------------------------------------------------------
+// JSON lines.
+static std::string json_escape(const std::string& s) {
+    std::string out;
+    for (unsigned char ch : s) {
+        if (ch == '"' || ch == '\\') { out += '\\'; out += (char)ch; }
+        else if (ch == '\n') out += "\\n";
+        else if (ch < 0x20 || ch >= 0x7f) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", ch); out += b; }
+        else out += (char)ch;
+    }
+    return out;
+}
+
+static std::string json_number(double v) {
+    if (std::isnan(v)) return "\"nan\"";
+    if (std::isinf(v)) return v > 0 ? "\"inf\"" : "\"-inf\"";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.17g", v);
+    return b;
+}
+
+JsonLines::JsonLines(const std::string& path) : f_(std::fopen(path.c_str(), "a")) {
+    if (!f_) throw std::runtime_error("cannot write results file " + path);
+}
+JsonLines::~JsonLines() { std::fclose(f_); }
+JsonLines& JsonLines::begin() { line_ = "{"; return *this; }
+JsonLines& JsonLines::field(const char* key, const std::string& value) {
+    line_ += (line_.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": \"" + json_escape(value) + "\"";
+    return *this;
+}
+JsonLines& JsonLines::field(const char* key, double value) {
+    line_ += (line_.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": " + json_number(value);
+    return *this;
+}
+JsonLines& JsonLines::field(const char* key, long long value) {
+    line_ += (line_.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": " + std::to_string(value);
+    return *this;
+}
+JsonLines& JsonLines::field(const char* key, bool value) {
+    line_ += (line_.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": " + (value ? "true" : "false");
+    return *this;
+}
+JsonLines& JsonLines::field(const char* key, const std::vector<double>& values) {
+    line_ += (line_.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": [";
+    for (size_t i = 0; i < values.size(); ++i) line_ += (i ? ", " : "") + json_number(values[i]);
+    line_ += "]";
+    return *this;
+}
+void JsonLines::end() {
+    line_ += "}\n";
+    std::fputs(line_.c_str(), f_);
+    std::fflush(f_);
+}
+
+void require_gpu() {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        std::fprintf(stderr, "no CUDA GPU: %s\n", err != cudaSuccess ? cudaGetErrorString(err) : "no devices");
+        std::exit(kExitNoGpu);
+    }
+    CUDA_CHECK(cudaSetDevice(0));
+}
+
+}  // namespace kit

@@ -1,0 +1,177 @@
+// Host tests of the harness: seeded generation, plans, probes and the comparison rules.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "check.h"
+
+using namespace kit;
+
+namespace {
+const auto nothing_protected = [](size_t) { return false; };
+
+double poison64() {
+    double p;
+    std::memcpy(&p, &kPoison64, 8);
+    return p;
+}
+}  // namespace
+
+TEST_CASE("the same seed, stream and index always give the same value, and other seeds other values") {
+    CHECK(uniform01(42, 0, 7) == uniform01(42, 0, 7));
+    CHECK(uniform01(42, 0, 7) != uniform01(43, 0, 7));
+    CHECK(uniform01(42, 0, 7) != uniform01(42, 1, 7));
+    CHECK(uniform01(42, 0, 7) != uniform01(42, 0, 8));
+}
+
+TEST_CASE("uniform inputs fill [lo, hi) with no zeros and a mean near the middle") {
+    Fill f;  // uniform in [-1, 1)
+    double sum = 0;
+    int zeros = 0;
+    const int n = 100000;
+    for (int i = 0; i < n; ++i) {
+        double v = fill_value(f, 2026, 3, i);
+        REQUIRE(v >= -1.0);
+        REQUIRE(v < 1.0);
+        zeros += v == 0.0;
+        sum += v;
+    }
+    CHECK(zeros == 0);
+    CHECK(std::fabs(sum / n) < 0.01);
+}
+
+TEST_CASE("integer fills give whole numbers between lo and hi inclusive") {
+    Fill f{Fill::integers, -3, 3};
+    bool seen_lo = false, seen_hi = false;
+    for (int i = 0; i < 10000; ++i) {
+        double v = fill_value(f, 9, 0, i);
+        REQUIRE(v == std::floor(v));
+        REQUIRE(v >= -3);
+        REQUIRE(v <= 3);
+        seen_lo |= v == -3;
+        seen_hi |= v == 3;
+    }
+    CHECK(seen_lo);
+    CHECK(seen_hi);
+}
+
+TEST_CASE("every timed run gets its own seed, none equal to the case's") {
+    uint64_t s = 12345;
+    CHECK(run_seed(s, 0) != s);
+    CHECK(run_seed(s, 0) != run_seed(s, 1));
+    CHECK(run_seed(s, -1) != run_seed(s, 0));
+}
+
+TEST_CASE("host generation fills inputs and leaves pure outputs alone") {
+    Case c;
+    std::vector<ArraySpec> specs = {{"x", DType::f64, 10, Role::in}, {"y", DType::f32, 10, Role::out}};
+    HostArrays h(specs);
+    std::memset(h.ptrs[1], 0x11, 40);
+    fill_inputs_host(c, 7, h);
+    for (int i = 0; i < 10; ++i) CHECK(h.f64("x")[i] == fill_value(Fill{}, 7, 0, i));
+    unsigned char* y = (unsigned char*)h.ptrs[1];
+    for (int i = 0; i < 40; ++i) CHECK(y[i] == 0x11);
+}
+
+TEST_CASE("probe positions are inside the array and repeat for the same seed") {
+    auto a = probe_positions(5, 1000), b = probe_positions(5, 1000), c = probe_positions(6, 1000);
+    REQUIRE(a.size() == (size_t)kProbeCount);
+    CHECK(a == b);
+    CHECK(a != c);
+    for (size_t p : a) CHECK(p < 1000);
+    CHECK(probe_positions(5, 0).empty());
+}
+
+TEST_CASE("a plan file gives cases with their seeds, tolerances and parameters") {
+    const char* path = "/tmp/kit_test_plan.txt";
+    {
+        std::ofstream f(path);
+        f << "# comment\n"
+          << "case id=n17 seed=123 tol=1e-10 reference=cpu n=17\n"
+          << "timed id=big seed=18446744073709551615 tol=1e-09 reference=library warmup=2 runs=10 m=5 n=7\n";
+    }
+    auto cases = read_plan(path);
+    REQUIRE(cases.size() == 2);
+    CHECK(cases[0].id == "n17");
+    CHECK(cases[0].seed == 123);
+    CHECK(cases[0].get("n") == 17);
+    CHECK_FALSE(cases[0].timed);
+    CHECK(cases[1].timed);
+    CHECK(cases[1].seed == 18446744073709551615ull);
+    CHECK(cases[1].runs == 10);
+    CHECK(cases[1].reference == "library");
+    CHECK(cases[1].get("m") * cases[1].get("n") == 35);
+    CHECK_THROWS_WITH(cases[0].get("k"), Catch::Contains("no parameter 'k'"));
+}
+
+TEST_CASE("a malformed plan line is an error that names the file and line") {
+    const char* path = "/tmp/kit_test_bad_plan.txt";
+    {
+        std::ofstream f(path);
+        f << "case id=a seed=1 n=3\n"
+          << "case id=b seed=x n=3\n";
+    }
+    CHECK_THROWS_WITH(read_plan(path), Catch::Contains("kit_test_bad_plan.txt:2"));
+}
+
+TEST_CASE("an output equal to the truth passes, one off by more than the tolerance fails") {
+    ArraySpec s{"C", DType::f64, 4, Role::out};
+    std::vector<double> in(4, 0), want = {1, 2, 3, 4}, got = want;
+    CHECK(compare_array(s, in.data(), want.data(), got.data(), {}, 1e-10, nothing_protected).pass);
+    got[2] = 3 + 1e-6;
+    Comparison c = compare_array(s, in.data(), want.data(), got.data(), {}, 1e-10, nothing_protected);
+    CHECK_FALSE(c.pass);
+    CHECK(c.worst_index == 2);
+    CHECK(c.rel_error == Approx(1e-6 / std::sqrt(30.0)).epsilon(1e-6));
+}
+
+TEST_CASE("NaN never passes, whatever the tolerance") {
+    ArraySpec s{"C", DType::f64, 3, Role::out};
+    std::vector<double> in(3, 0), want = {1, 2, 3}, got = {1, std::numeric_limits<double>::quiet_NaN(), 3};
+    Comparison c = compare_array(s, in.data(), want.data(), got.data(), {}, 1e300, nothing_protected);
+    CHECK_FALSE(c.pass);
+    CHECK(c.nonfinite == 1);
+}
+
+TEST_CASE("elements still holding the poison count as never written") {
+    ArraySpec s{"C", DType::f64, 3, Role::out};
+    std::vector<double> in(3, 0), want = {1, 2, 3}, got = {1, poison64(), poison64()};
+    Comparison c = compare_array(s, in.data(), want.data(), got.data(), {}, 1e-10, nothing_protected);
+    CHECK_FALSE(c.pass);
+    CHECK(c.unwritten == 2);
+    CHECK(c.nonfinite == 0);
+}
+
+TEST_CASE("an in-place output left equal to its input counts as never written") {
+    ArraySpec s{"B", DType::f64, 3, Role::inout};
+    std::vector<double> in = {1, 2, 3}, want = {2, 4, 6}, got = in;
+    Comparison c = compare_array(s, in.data(), want.data(), got.data(), {}, 1e-10, nothing_protected);
+    CHECK_FALSE(c.pass);
+    CHECK(c.unwritten == 3);
+}
+
+TEST_CASE("a change in a protected region fails even when it is tiny") {
+    ArraySpec s{"C", DType::f64, 4, Role::inout};
+    std::vector<double> in = {1, 2, 3, 4}, want = {1, 5, 3, 4}, got = want;
+    auto lower = [](size_t i) { return i >= 2; };
+    CHECK(compare_array(s, in.data(), want.data(), got.data(), {}, 1e-10, lower).pass);
+    got[3] = std::nextafter(4.0, 5.0);
+    Comparison c = compare_array(s, in.data(), want.data(), got.data(), {}, 1e-10, lower);
+    CHECK_FALSE(c.pass);
+    CHECK(c.protected_changed == 1);
+}
+
+TEST_CASE("probes compare only the handed-over positions, and report the real index") {
+    ArraySpec s{"C", DType::f32, 100, Role::out};
+    std::vector<float> in(100, 0), want(100);
+    for (int i = 0; i < 100; ++i) want[i] = (float)i + 1;
+    std::vector<size_t> pos = {5, 50, 99};
+    std::vector<float> got = {6, 51, 0};
+    Comparison c = compare_array(s, in.data(), want.data(), got.data(), pos, 1e-5, nothing_protected);
+    CHECK(c.compared == 3);
+    CHECK_FALSE(c.pass);
+    CHECK(c.worst_index == 99);
+}
