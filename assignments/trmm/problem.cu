@@ -11,7 +11,7 @@
 #include "cpu_reference.h"
 
 #ifndef KIT_RUNNER
-#include <cublas_v2.h>
+#include "kit_library.cuh"
 #endif
 
 #ifndef KIT_RUNNER
@@ -38,17 +38,6 @@ __global__ void add_identity(double* U, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) U[(size_t)i * n + i] += 1.0;
 }
-
-namespace {
-cublasHandle_t cublas() {
-    static cublasHandle_t h = [] {
-        cublasHandle_t handle;
-        if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
-        return handle;
-    }();
-    return h;
-}
-}  // namespace
 #endif
 
 struct Trmm final : kit::Problem {
@@ -71,26 +60,20 @@ struct Trmm final : kit::Problem {
     // Row-major U seen column-major is U^T (lower), and row-major B is B^T, so
     // B_new^T = B^T * U^T is a right-side, lower, non-transposed DTRMM, written back into B.
     // The copy of A and the diagonal (one pass over A, ~3% of the DTRMM's time) are counted.
-    void reference_library(const kit::Case& c, kit::Arrays& d) const override {
+    void reference_library(const kit::Case& c, kit::Arrays& d, size_t) const override {
         int n = (int)c.get("n");
-        static double* U = nullptr;
-        static size_t capacity = 0;
         size_t bytes = (size_t)n * n * sizeof(double);
-        if (bytes > capacity) {
-            if (U) CUDA_CHECK(cudaFree(U));
-            CUDA_CHECK(cudaMalloc(&U, bytes));
-            capacity = bytes;
-        }
+        double* U = kit::scratch((size_t)n * n);
         CUDA_CHECK(cudaMemcpyAsync(U, d.f64("A"), bytes, cudaMemcpyDeviceToDevice));
         add_identity<<<(n + 255) / 256, 256>>>(U, n);
         CUDA_CHECK(cudaGetLastError());
         const double one = 1.0;
         double* B = d.f64("B");
-        if (cublasDtrmm(cublas(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, n,
-                        &one, U, n, B, n, B, n) != CUBLAS_STATUS_SUCCESS)
-            throw std::runtime_error("cublasDtrmm failed");
+        kit::cublas_check(cublasDtrmm(kit::cublas(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+                                      CUBLAS_DIAG_NON_UNIT, n, n, &one, U, n, B, n, B, n),
+                          "cublasDtrmm");
     }
-    const char* library_name() const override { return "cublasDtrmm"; }
+    std::vector<std::string> libraries() const override { return {"cublasDtrmm"}; }
 #endif
 };
 

@@ -19,7 +19,7 @@ from typing import Optional
 
 from . import build, protocol, sandbox, score
 from .gpu import NoGpu, peak
-from .results import CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
+from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
 from .tasks import Case, Task
 
 
@@ -67,7 +67,7 @@ def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path
     seeds = {c.id: protocol.case_seed(c.seed, secret) for c in task.cases}
     result.cases = correctness(task, work, gpu.arch, seeds)
     result.stage_seconds["correctness"] = time.monotonic() - t0
-    passed = sum(c.verdict == Verdict.CORRECT for c in result.cases)
+    passed = {c.id for c in result.cases if c.verdict == Verdict.CORRECT}
     result.correctness_points = score.correctness_points(task, passed)
     result.score = result.correctness_points
     failed = next((c for c in result.cases if c.verdict != Verdict.CORRECT), None)
@@ -229,7 +229,7 @@ def explain(rec: dict, tol: float) -> str:
     name = rec.get("array", "output")
     if "reason" in rec:
         return f"{name}: {rec['reason']}"
-    n = rec.get("compared", 0)
+    n = rec.get("compared", 0) - rec.get("protected", 0)  # the elements that had to be computed
     if rec.get("unwritten"):
         if rec["unwritten"] == n:
             return f"output not computed: no element of {name} was written"
@@ -281,10 +281,11 @@ def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeRe
                        baseline_name=task.data["performance"].get("baseline", ""))
     result.performance = perf
 
-    base = _baseline(task, work, gpu.arch, plan)
-    if base:
-        perf.baseline_timing = base
-        perf.baseline_rate = work_units / (base.median_ms / 1e3)
+    for name, timing in _baselines(task, work, gpu.arch, plan):
+        perf.baselines.append(Baseline(name, work_units / (timing.median_ms / 1e3), timing))
+    primary = next((b for b in perf.baselines if b.name == perf.baseline_name), None)
+    if primary:
+        perf.baseline_rate = primary.rate
 
     per = float(task.data["metric"].get("per", 1.0))
     pk, pk_source = peak(gpu, task.peak_kind)
@@ -315,7 +316,8 @@ def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
     result.score = 0.0 if verdict == Verdict.INCORRECT else result.correctness_points
 
 
-def _baseline(task: Task, work: Path, arch: str, plan: Path) -> Optional[Timing]:
+def _baselines(task: Task, work: Path, arch: str, plan: Path) -> list:
+    """(library route, Timing) for every route the checker times."""
     results = work / "baseline.jsonl"
     results.write_text("")
     checker = build.paths(task, arch)["checker"]
@@ -323,5 +325,5 @@ def _baseline(task: Task, work: Path, arch: str, plan: Path) -> Optional[Timing]
                       timeout=task.timeouts["timed"])
     if run.returncode != 0 or run.timed_out:
         raise build.KitError(f"timing the {task.name} baseline failed (exit {run.returncode}):\n{run.output}")
-    rec = next((r for r in protocol.read_results(results) if r.get("event") == "baseline"), None)
-    return Timing([float(t) for t in rec["times_ms"]], task.warmup) if rec else None
+    return [(r["library"], Timing([float(t) for t in r["times_ms"]], task.warmup))
+            for r in protocol.read_results(results) if r.get("event") == "baseline"]

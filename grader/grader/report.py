@@ -37,10 +37,9 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
         if p.gbs:
             line += f", {p.gbs:,.0f} GB/s"
         out.append(line)
-        if p.baseline_rate:
-            b = p.baseline_timing
-            out.append(f"     {p.baseline_name:<11} {p.baseline_rate:>12,.1f} {p.metric}   median {b.median_ms:.3f} ms"
-                       f" (spread {100 * b.spread:.1f}%)   ratio {p.rate / p.baseline_rate:.2f}x")
+        for b in p.baselines:
+            out.append(f"     {b.name:<11} {b.rate:>12,.1f} {p.metric}   median {b.timing.median_ms:.3f} ms"
+                       f" (spread {100 * b.timing.spread:.1f}%)   you: {p.rate / b.rate:.2f}x")
         if p.peak:
             out.append(f"     GPU peak    {p.peak:>12,.1f} {p.metric}")
         if p.thresholds:

@@ -70,6 +70,16 @@ class Thresholds:
 
 
 @dataclass
+class Baseline:
+    name: str
+    """The library route, as the harness names it (e.g. cublasDgemm route)."""
+    rate: float
+    """Its rate in the assignment's metric."""
+    timing: Timing
+    """Its timed runs, taken exactly like the submission's."""
+
+
+@dataclass
 class Performance:
     case_id: str
     """The graded case."""
@@ -84,11 +94,11 @@ class Performance:
     gbs: Optional[float]
     """Bytes that must move / median time, in GB/s, where the task counts bytes."""
     baseline_name: str = ""
-    """The library the rate is compared with (e.g. cublasDtrmm)."""
+    """The library the rate is compared with and thresholds derive from (e.g. cublasDtrmm)."""
     baseline_rate: Optional[float] = None
-    """The library's rate on the same GPU, same size, measured in this grading."""
-    baseline_timing: Optional[Timing] = None
-    """The library's timed runs."""
+    """That library's rate on the same GPU, same size, measured in this grading."""
+    baselines: list = field(default_factory=list)
+    """Every library route timed in this grading (Baseline), the one above included."""
     peak: Optional[float] = None
     """The GPU's physical peak in the metric; a rate above it is an invalid measurement."""
     thresholds: Optional[Thresholds] = None
@@ -129,7 +139,7 @@ class GradeResult:
     max_score: float
     """Points possible."""
     correctness_points: float = 0.0
-    """Share of the correctness points: one equal share per passing case."""
+    """Share of the correctness points: one equal share per passing scored case."""
     performance: Optional[Performance] = None
     """Timing and performance points; only when every case was correct."""
     cases: list = field(default_factory=list)

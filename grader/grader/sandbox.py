@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-OUTPUT_LIMIT_BYTES = 8 << 30  # per file the child writes: dumps of the largest outputs fit
+OUTPUT_LIMIT_BYTES = 2 << 30  # per file the child writes: the largest output dumps (1 GiB) fit
 TAIL_BYTES = 4000
 
 
@@ -60,14 +60,15 @@ def run(cmd: list, cwd: Path, log: Path, timeout: float, env: dict = None, watch
             except subprocess.TimeoutExpired:
                 if time.monotonic() - start > timeout or (watchdog and watchdog()):
                     timed_out = True
-                    kill(proc)
                     break
+        kill(proc)  # also whatever it left running in the background, which could hold the GPU
     return Run(proc.returncode, timed_out, time.monotonic() - start, tail(log))
 
 
 def kill(proc: subprocess.Popen):
+    """SIGKILL to its whole process group, then reap it (its exit status is kept if it had ended)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     proc.wait()

@@ -37,6 +37,7 @@ def performance_points(rate: float, th: Thresholds) -> float:
     return earned
 
 
-def correctness_points(task: Task, passed: int) -> float:
-    """An equal share of the correctness points for each passing case."""
-    return task.points["correctness"] * passed / len(task.cases)
+def correctness_points(task: Task, passed_ids: set) -> float:
+    """An equal share of the correctness points for each passing scored case."""
+    scored = [c for c in task.cases if c.scored]
+    return task.points["correctness"] * sum(c.id in passed_ids for c in scored) / len(scored)

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 """The kit's top folder (the one with the Makefile)."""
 
-RESERVED = {"id", "seed", "reference", "hidden"}
+RESERVED = {"id", "seed", "reference", "scored", "why"}
 
 
 class TaskError(Exception):
@@ -27,6 +27,9 @@ class Case:
     """Public seed; the grader mixes a secret per-run value into it."""
     reference: str
     """How the checker computes the truth: "cpu" (the loop) or "library" (on the GPU)."""
+    scored: bool = True
+    """False for a case with nothing to compute (it checks that nothing is written): it must pass,
+    but carries no share of the points, so that a submission doing nothing earns nothing."""
 
     def describe(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.params.items())
@@ -144,7 +147,21 @@ def load(name: str, root: Path = ROOT) -> Task:
     return parse(name, folder, data, str(path))
 
 
+HARNESS_WORDS = {"tol", "warmup", "runs", "case", "timed"}
+
+
 def parse(name: str, folder: Path, data: dict, where: str) -> Task:
+    """A validated Task; any problem with the file is a TaskError that names it."""
+    try:
+        return _parse(name, folder, data, where)
+    except TaskError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+        what = f"missing key {e}" if isinstance(e, KeyError) else str(e)
+        raise TaskError(f"{where}: malformed task file: {what}") from None
+
+
+def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
     for key in ("title", "entry_point", "metric", "tolerance", "cases", "graded", "timeouts_s", "points",
                 "performance"):
         if key not in data:
@@ -161,11 +178,13 @@ def parse(name: str, folder: Path, data: dict, where: str) -> Task:
             raise TaskError(f"{where}: case {c['id']}: reference must be 'cpu' or 'library', not {ref!r}")
         params = {k: v for k, v in c.items() if k not in RESERVED}
         for k, v in params.items():
-            if not isinstance(v, int):
+            if k in HARNESS_WORDS:
+                raise TaskError(f"{where}: case {c['id']}: {k!r} is a word of the harness, not a parameter name")
+            if isinstance(v, bool) or not isinstance(v, int):
                 raise TaskError(f"{where}: case {c['id']}: parameter {k} must be an integer, not {v!r}")
-        cases.append(Case(c["id"], params, int(c["seed"]), ref))
-    if not cases:
-        raise TaskError(f"{where}: no cases")
+        cases.append(Case(c["id"], params, int(c["seed"]), ref, bool(c.get("scored", True))))
+    if not any(c.scored for c in cases):
+        raise TaskError(f"{where}: no scored cases")
     g = data["graded"]
     graded = next((c for c in cases if c.id == g.get("id")), None)
     if graded is None:
@@ -176,13 +195,20 @@ def parse(name: str, folder: Path, data: dict, where: str) -> Task:
     tiers = data["performance"].get("tiers", [])
     if [t["fraction"] for t in tiers] != sorted(t["fraction"] for t in tiers):
         raise TaskError(f"{where}: performance tiers must be in increasing order")
+    if [t["points"] for t in tiers] != sorted(t["points"] for t in tiers):
+        raise TaskError(f"{where}: performance tier points must not decrease")
     if tiers and tiers[-1]["points"] != data["points"]["performance"]:
         raise TaskError(f"{where}: the last performance tier must give all {data['points']['performance']} points")
     for model, prof in data["performance"].get("gpus", {}).items():
         if len(prof.get("rates", [])) != len(tiers):
             raise TaskError(f"{where}: thresholds for {model} need one rate per tier ({len(tiers)})")
+        if list(prof["rates"]) != sorted(prof["rates"]):
+            raise TaskError(f"{where}: thresholds for {model} must increase tier by tier")
     task = Task(name, folder, data, cases, graded, warmup, runs)
     for c in cases:  # every formula must evaluate for every case: fail now, not mid-grading
-        task.work(c.params)
-        task.bytes(c.params)
+        try:
+            task.work(c.params)
+            task.bytes(c.params)
+        except TaskError as e:
+            raise TaskError(f"{where}: case {c.id}: {e}") from None
     return task

@@ -113,7 +113,7 @@ def test_the_terminal_report_shows_cases_rates_thresholds_and_score(replay):
     text = report.terminal(r)
     assert "NVIDIA H200" in text
     assert "n1023" in text and "pass" in text
-    assert "cublasDtrmm" in text and "ratio 0.66x" in text
+    assert "cublasDtrmm" in text and "you: 0.66x" in text
     assert "Score: 100 / 100" in text
 
 

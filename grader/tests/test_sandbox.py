@@ -113,7 +113,16 @@ def test_stdout_and_stderr_both_reach_the_output(tmp_path):
 
 
 def test_a_program_reading_stdin_gets_end_of_file_instead_of_waiting(tmp_path):
-    r = sandbox.run(py("import sys; print(len(sys.stdin.read()))"), tmp_path, tmp_path / "log", timeout=10)
+    """Even when the grader's own stdin is open and silent (a terminal, a pipe)."""
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        r = sandbox.run(py("import sys; print(len(sys.stdin.read()))"), tmp_path, tmp_path / "log", timeout=5)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
     assert (r.timed_out, r.output.strip()) == (False, "0")
 
 
@@ -125,3 +134,11 @@ def test_the_program_runs_in_the_folder_it_is_given(tmp_path):
 
 def test_tail_of_a_missing_file_is_empty(tmp_path):
     assert sandbox.tail(tmp_path / "missing") == ""
+
+
+def test_processes_left_in_the_background_are_killed_when_the_program_exits(tmp_path):
+    pidfile = tmp_path / "background.pid"
+    r = sandbox.run(["sh", "-c", f"sleep 1000 & echo $! > {pidfile}"], tmp_path, tmp_path / "log", timeout=10)
+    assert r.returncode == 0 and not r.timed_out
+    pid = int(pidfile.read_text())
+    assert wait_until(lambda: gone(pid)), f"the background process {pid} outlived the program"

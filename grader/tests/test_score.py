@@ -19,6 +19,7 @@ def task():
     t.data = copy.deepcopy(t.data)
     t.data["performance"]["tiers"] = [{"fraction": 0.1, "points": 10}, {"fraction": 0.2, "points": 25},
                                       {"fraction": 0.4, "points": 40}, {"fraction": 0.6, "points": 50}]
+    t.data["performance"]["baseline"] = "cublasDtrmm"
     t.data["performance"]["gpus"] = {"H200": {"rates": [1000, 2000, 4000, 6000], "source": "measured on an H200"}}
     return t
 
@@ -36,8 +37,9 @@ def test_the_profile_wins_over_a_baseline_measured_now(task):
     assert th.rates == [1000.0, 2000.0, 4000.0, 6000.0]
 
 
-def test_the_kits_own_trmm_profiles_are_used_for_their_gpus():
-    task = tasks.load("trmm")
+@pytest.mark.parametrize("name", tasks.registry())
+def test_the_kits_own_profiles_are_used_for_their_gpus_with_rates_increasing_by_tier(name):
+    task = tasks.load(name)
     for model, prof in task.data["performance"].get("gpus", {}).items():
         th = score.thresholds(task, GpuInfo(name=model, arch="sm_90", model=model), baseline_rate=None)
         assert th.rates == [float(r) for r in prof["rates"]]
@@ -96,12 +98,22 @@ def eight_case_task():
 
 def test_each_passing_case_earns_an_equal_share_of_the_correctness_points():
     task = eight_case_task()
-    assert score.correctness_points(task, 3) == pytest.approx(18.75)  # 3 of 8 cases of 50 points
-    assert score.correctness_points(task, 0) == 0.0
-    assert score.correctness_points(task, 8) == 50.0
+    ids = [c.id for c in task.cases]
+    assert score.correctness_points(task, set(ids[:3])) == pytest.approx(18.75)  # 3 of 8 cases of 50 points
+    assert score.correctness_points(task, set()) == 0.0
+    assert score.correctness_points(task, set(ids)) == 50.0
+
+
+def test_a_case_with_nothing_to_compute_must_pass_but_earns_no_share():
+    task = tasks.load("syr2k")
+    unscored = [c.id for c in task.cases if not c.scored]
+    assert unscored == ["n1"]
+    assert score.correctness_points(task, set(unscored)) == 0.0
+    assert score.correctness_points(task, {c.id for c in task.cases}) == task.points["correctness"]
 
 
 def test_every_case_correct_and_the_last_tier_reached_give_the_maximum_score():
     task = tasks.load("trmm")
     top = score.thresholds(task, UNKNOWN, baseline_rate=1000.0)
-    assert score.correctness_points(task, len(task.cases)) + score.performance_points(1e12, top) == task.max_score
+    passed = {c.id for c in task.cases}
+    assert score.correctness_points(task, passed) + score.performance_points(1e12, top) == task.max_score

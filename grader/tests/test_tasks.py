@@ -219,10 +219,46 @@ def test_a_formula_that_fails_for_some_case_is_caught_at_load_time(tmp_path):
         load()
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: a formula error from parse() does not name the task file "
-                                       "(tasks.parse calls task.work/bytes without adding `where`)")
 def test_a_formula_that_fails_for_some_case_names_the_task_file(tmp_path):
     path, load = load_mutated(tmp_path, lambda d: d["metric"].update(work="n*n*k"))
     with pytest.raises(TaskError) as e:
         load()
     assert str(path) in str(e.value)
+
+
+# --- malformed task files are TaskErrors, never tracebacks ---------------------------------------
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["performance"]["tiers"][0].pop("fraction"),
+    lambda d: d["metric"].pop("work"),
+    lambda d: d.update(graded="n4096"),
+    lambda d: d["cases"].append("n17"),
+    lambda d: d["graded"].update(runs="ten"),
+    lambda d: d["metric"].update(work="n/(n-1)"),
+], ids=["tier-without-fraction", "metric-without-work", "graded-not-an-object", "case-not-an-object",
+        "runs-not-a-number", "formula-dividing-by-zero"])
+def test_a_malformed_task_file_is_a_task_error_naming_the_file(tmp_path, mutate):
+    path, load = load_mutated(tmp_path, mutate)
+    with pytest.raises(TaskError) as e:
+        load()
+    assert str(path) in str(e.value)
+
+
+def test_a_boolean_parameter_is_not_taken_for_an_integer(tmp_path):
+    _, load = load_mutated(tmp_path, lambda d: case(d, "n17").update(n=True))
+    with pytest.raises(TaskError, match="integer"):
+        load()
+
+
+@pytest.mark.parametrize("word", ["tol", "warmup", "runs"])
+def test_a_parameter_named_like_a_harness_word_is_refused(tmp_path, word):
+    _, load = load_mutated(tmp_path, lambda d: case(d, "n17").update({word: 3}))
+    with pytest.raises(TaskError, match=word):
+        load()
+
+
+def test_thresholds_that_do_not_increase_tier_by_tier_are_refused(tmp_path):
+    def mutate(d):
+        d["performance"]["gpus"] = {"H200": {"rates": [4, 3, 2, 1], "source": "test"}}
+    _, load = load_mutated(tmp_path, mutate)
+    with pytest.raises(TaskError, match="increase"):
+        load()

@@ -12,7 +12,8 @@ struct Comparison {
     size_t compared = 0;           // elements compared (all of them, or the probe positions)
     size_t nonfinite = 0;          // NaN or infinite where the truth is finite (never passes)
     size_t unwritten = 0;          // still the poison, or still the input where the value had to change
-    size_t protected_changed = 0;  // elements that must keep their input value but did not
+    size_t protected_count = 0;    // compared elements that must keep their input value
+    size_t protected_changed = 0;  // ... and did not
     double rel_error = 0;          // ||got - want|| / ||want|| over the finite, unprotected elements
     long long worst_index = -1;    // element with the largest absolute error (position in the array)
     double worst_got = 0, worst_want = 0;

@@ -153,9 +153,10 @@ struct Problem {
 
     // Checker side: overwrite the outputs of `host` (whose inputs are filled) with the truth.
     virtual void reference_cpu(const Case&, Arrays& host) const;
-    // Checker side: the same on the device through a library; also what the baseline times.
-    virtual void reference_library(const Case&, Arrays& dev) const;
-    virtual const char* library_name() const { return "library"; }
+    // Checker side: the same on the device through library route `which` (an index into
+    // libraries()); route 0 is the truth for "library" cases, and every route is a timed baseline.
+    virtual void reference_library(const Case&, Arrays& dev, size_t which) const;
+    virtual std::vector<std::string> libraries() const { return {"library"}; }
     // Checker side: elements of an output that must keep their input value (e.g. a triangle).
     virtual bool is_protected(const Case&, const std::string& array, size_t index) const { return false; }
 };

@@ -24,6 +24,7 @@ Comparison compare_typed(const ArraySpec& spec, const T* input, const T* want, c
         std::memcpy(&ib, &in, sizeof in);
         ++c.compared;
         if (is_protected(i)) {
+            ++c.protected_count;
             if (gb != ib) ++c.protected_changed;
             continue;
         }
@@ -69,6 +70,7 @@ void write_comparison(JsonLines& out, const Comparison& c) {
         .field("compared", (long long)c.compared)
         .field("nonfinite", (long long)c.nonfinite)
         .field("unwritten", (long long)c.unwritten)
+        .field("protected", (long long)c.protected_count)
         .field("protected_changed", (long long)c.protected_changed)
         .field("rel_error", c.rel_error)
         .field("worst_index", c.worst_index)

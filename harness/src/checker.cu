@@ -48,7 +48,7 @@ Truth compute_truth(const Problem& p, const Case& c, uint64_t seed) {
         poison_outputs_device(dev);
         for (size_t i = 0; i < specs.size(); ++i)
             CUDA_CHECK(cudaMemcpy(t.inputs->ptrs[i], dev.ptrs[i], t.inputs->storage[i].size(), cudaMemcpyDeviceToHost));
-        p.reference_library(c, dev);
+        p.reference_library(c, dev, 0);
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(cudaDeviceSynchronize());
         for (size_t i = 0; i < specs.size(); ++i)
@@ -95,14 +95,17 @@ void baseline_case(const Problem& p, const Case& c, JsonLines& out) {
     require_gpu();
     DeviceArrays dev(p.arrays(c));
     auto prepare = [&](int r) { fill_inputs_device(c, run_seed(c.seed, r), dev); };
-    auto body = [&] { p.reference_library(c, dev); };
-    std::vector<double> ms = time_runs(c.warmup, c.runs, prepare, body, [](int) {});
-    out.begin()
-        .field("event", "baseline")
-        .field("case", c.id)
-        .field("library", p.library_name())
-        .field("times_ms", ms)
-        .end();
+    std::vector<std::string> names = p.libraries();
+    for (size_t which = 0; which < names.size(); ++which) {
+        auto body = [&] { p.reference_library(c, dev, which); };
+        std::vector<double> ms = time_runs(c.warmup, c.runs, prepare, body, [](int) {});
+        out.begin()
+            .field("event", "baseline")
+            .field("case", c.id)
+            .field("library", names[which])
+            .field("times_ms", ms)
+            .end();
+    }
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ static void side_missing(const char* what) {
 }
 void Problem::run_submission(const Case&, Arrays&) const { side_missing("run_submission"); }
 void Problem::reference_cpu(const Case&, Arrays&) const { side_missing("reference_cpu"); }
-void Problem::reference_library(const Case&, Arrays&) const { side_missing("reference_library"); }
+void Problem::reference_library(const Case&, Arrays&, size_t) const { side_missing("reference_library"); }
 
 // --------------------------------------------------------------------------------------------
 // Plans. One case per line: `case` or `timed`, then key=value tokens. Reserved keys: id, seed,

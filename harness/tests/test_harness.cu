@@ -161,6 +161,7 @@ TEST_CASE("a change in a protected region fails even when it is tiny") {
     got[3] = std::nextafter(4.0, 5.0);
     Comparison c = compare_array(s, in.data(), want.data(), got.data(), {}, 1e-10, lower);
     CHECK_FALSE(c.pass);
+    CHECK(c.protected_count == 2);
     CHECK(c.protected_changed == 1);
 }
 
