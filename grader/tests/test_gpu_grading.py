@@ -12,12 +12,15 @@ ROOT = tasks.ROOT
 
 
 def known_submissions():
-    """(assignment, file, expected verdict) for every file whose first line is `// expect: V`."""
+    """(assignment, file, expected verdict, expected words) for every file whose first line is
+    `// expect: VERDICT`; a line `// expect-message: WORDS` among the first five adds words the
+    verdict's message must contain."""
     for name in tasks.registry():
         for f in sorted((ROOT / "assignments" / name / "tests").glob("*.cu")):
-            first = f.read_text().splitlines()[0]
-            if first.startswith("// expect:"):
-                yield pytest.param(name, f, Verdict(first.split(":", 1)[1].strip()), id=f"{name}/{f.stem}")
+            head = f.read_text().splitlines()[:5]
+            if head and head[0].startswith("// expect:"):
+                words = next((h.split(":", 1)[1].strip() for h in head if h.startswith("// expect-message:")), "")
+                yield pytest.param(name, f, Verdict(head[0].split(":", 1)[1].strip()), words, id=f"{name}/{f.stem}")
 
 
 @pytest.mark.parametrize("name", tasks.registry())
@@ -38,11 +41,12 @@ def test_the_unfilled_skeleton_is_incorrect_because_nothing_was_computed(local_g
     assert r.score == 0
 
 
-@pytest.mark.parametrize("name,path,expected", list(known_submissions()))
-def test_each_known_submission_gets_its_expected_verdict(local_gpu, name, path, expected):
+@pytest.mark.parametrize("name,path,expected,words", list(known_submissions()))
+def test_each_known_submission_gets_its_expected_verdict(local_gpu, name, path, expected, words):
     task = tasks.load(name)
     r = grade(task, path, local_gpu)
     assert r.verdict == expected, f"{r.verdict.value}: {r.message}"
+    assert words in r.message
     if expected == Verdict.CORRECT:
         # Correct and timed in full: work left on another stream counts, so the rate is possible.
         assert r.performance.rate <= r.performance.peak

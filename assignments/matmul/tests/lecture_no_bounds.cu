@@ -1,5 +1,6 @@
 // expect: incorrect
 // The phase loop runs k / 32 times (integer division truncates), so the last k % 32 terms of every sum are dropped unless k is a multiple of 32.
+// expect-message: exceeds the tolerance
 #include "cuda_check.cuh"
 
 #define TILE 32

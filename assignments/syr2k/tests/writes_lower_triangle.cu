@@ -1,5 +1,6 @@
 // expect: incorrect
 // Every off-diagonal element gets the symmetric sum, so the lower triangle (k > l), which must keep its input bits, is overwritten too.
+// expect-message: that must not change were changed
 #include "cuda_check.cuh"
 
 #define TILE 32      // C tile is TILE x TILE; the inner index is staged TILE at a time

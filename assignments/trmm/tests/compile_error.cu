@@ -1,5 +1,6 @@
 // expect: build_error
 // The kernel reads `Bold` but its parameter is named `B_old`, so nvcc stops with "identifier is undefined".
+// expect-message: Bold
 #include "cuda_check.cuh"
 
 // One thread per output element: B[i][j] = B_old[i][j] + sum_{k >= i} A[i][k] * B_old[k][j].

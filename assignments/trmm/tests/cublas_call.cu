@@ -1,5 +1,6 @@
 // expect: forbidden_call
 // It hands the whole product to cublasDtrmm instead of writing a kernel, and library BLAS calls are not allowed.
+// expect-message: cublasDtrmm
 #include <cublas_v2.h>
 #include "cuda_check.cuh"
 

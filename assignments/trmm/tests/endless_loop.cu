@@ -1,5 +1,6 @@
 // expect: timeout
 // Every thread spin-waits for a ready flag that nothing ever sets, so the kernel never finishes.
+// expect-message: did not finish
 #include "cuda_check.cuh"
 
 // Meant to be raised by the host (cudaMemcpyToSymbol) once B_old is in place; that call

@@ -1,5 +1,6 @@
 // expect: incorrect
 // Every operand is converted to float and the sum kept in float, so the result is off by ~1e-7 relative, far over the FP64 tolerance.
+// expect-message: exceeds the tolerance
 #include "cuda_check.cuh"
 
 // One thread per output element: B[i][j] = B_old[i][j] + sum_{k >= i} A[i][k] * B_old[k][j],

@@ -1,5 +1,6 @@
 // expect: runtime_error
 // The workspace pointer is never allocated, so the copy kernel writes B_old through a null pointer and every size faults with an illegal address.
+// expect-message: cudaErrorIllegalAddress
 #include "cuda_check.cuh"
 
 // B_old lives here. The cudaMalloc that should fill it in was never written.

@@ -1,5 +1,6 @@
 // expect: incorrect
 // The k loop runs over whole 32-wide tiles only (n / 32 truncates), so the last n % 32 terms are dropped unless n is a multiple of 32.
+// expect-message: case n1
 #include "cuda_check.cuh"
 
 #define TILE 32
