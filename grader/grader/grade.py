@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import tempfile
@@ -76,6 +77,13 @@ def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path
         result.message = f"case {failed.id} ({_describe(task, failed.id)}): {failed.message}"
         return result
 
+    if task.sanitize:
+        t0 = time.monotonic()
+        sanitize(task, work, secret, result)
+        result.stage_seconds["sanitize"] = time.monotonic() - t0
+        if result.verdict != Verdict.CORRECT:
+            return result
+
     t0 = time.monotonic()
     performance(task, work, gpu, protocol.case_seed(task.graded.seed, secret, salt=1), result)
     result.stage_seconds["performance"] = time.monotonic() - t0
@@ -111,7 +119,7 @@ def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
     while pending:
         attempt += 1
         plan = work / f"correctness{attempt}.plan"
-        plan.write_text("".join(protocol.plan_line("case", c.id, seeds[c.id], task.tolerance, c.reference,
+        plan.write_text("".join(protocol.plan_line("case", c.id, seeds[c.id], c.tol, c.reference,
                                                    c.params) + "\n" for c in pending))
         results = work / f"correctness{attempt}.jsonl"
         dumps = work / "dumps"
@@ -142,7 +150,7 @@ def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
         pending = [c for c in pending[ids.index(current) + 1:]]
 
     ran = [c for c in task.cases if c.id in verdicts and verdicts[c.id] is None]
-    checks = _check(task, work, arch, [protocol.plan_line("case", c.id, seeds[c.id], task.tolerance, c.reference,
+    checks = _check(task, work, arch, [protocol.plan_line("case", c.id, seeds[c.id], c.tol, c.reference,
                                                     c.params) for c in ran], "correctness")
     out = []
     for c in task.cases:
@@ -150,7 +158,7 @@ def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
         if v is None:
             out.append(_judge(task, c, checks.get(c.id, []), seconds.get(c.id)))
         else:
-            out.append(CaseResult(c.id, c.params, v[0], v[1], tolerance=task.tolerance))
+            out.append(CaseResult(c.id, c.params, v[0], v[1], tolerance=c.tol))
     return out
 
 
@@ -206,15 +214,15 @@ def _check(task: Task, work: Path, arch: str, plan_lines: list, label: str) -> d
 def _judge(task: Task, case: Case, records: list, seconds) -> CaseResult:
     if not records:
         return CaseResult(case.id, case.params, Verdict.INCORRECT, "the checker saw no output",
-                          tolerance=task.tolerance, seconds=seconds)
+                          tolerance=case.tol, seconds=seconds)
     worst = max(records, key=lambda r: (not r.get("pass"), _num(r.get("rel_error"))))
-    msg = explain(worst, task.tolerance)
+    msg = explain(worst, case.tol)
     verdict = Verdict.CORRECT if all(r.get("pass") for r in records) else Verdict.INCORRECT
     # The error norm covers only the elements that were written and finite: show it only when that
     # is all of them, or it would look better than the output is.
     whole = not any(worst.get(k) for k in ("unwritten", "nonfinite", "protected_changed", "reason"))
     return CaseResult(case.id, case.params, verdict, msg, rel_error=_num(worst.get("rel_error")) if whole else None,
-                      tolerance=task.tolerance, seconds=seconds)
+                      tolerance=case.tol, seconds=seconds)
 
 
 def _num(x) -> float:
@@ -241,8 +249,67 @@ def explain(rec: dict, tol: float) -> str:
     rel = _num(rec.get("rel_error"))
     if rec.get("pass"):
         return f"relative error {rel:.1e}"
-    return (f"relative error {rel:.1e} exceeds the tolerance {tol:.0e} (worst: {name}[{rec.get('worst_index')}] = "
+    return (f"relative error {rel:.1e} exceeds the tolerance {tol:g} (worst: {name}[{rec.get('worst_index')}] = "
             f"{_num(rec.get('worst_got')):.17g}, expected {_num(rec.get('worst_want')):.17g})")
+
+
+# ---------------------------------------------------------------------------------------------
+# compute-sanitizer, on a small case, for the tasks that ask for it.
+
+def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
+    """Runs the runner under each tool; a race is a verdict of its own even when the output was
+    right, a memory error is a runtime error. Where compute-sanitizer is missing, says so."""
+    case, tools = task.sanitize
+    exe = shutil.which("compute-sanitizer")
+    if not exe:
+        result.sanitizer_note = f"{', '.join(tools)} not run: compute-sanitizer is not on PATH"
+        return
+    plan = work / "sanitize.plan"
+    plan.write_text(protocol.plan_line("case", case.id, protocol.case_seed(case.seed, secret, salt=2), case.tol,
+                                       "cpu", case.params) + "\n")
+    for tool in tools:
+        log = work / f"sanitize-{tool}.log"
+        results = work / f"sanitize-{tool}.jsonl"
+        results.write_text("")
+        run = sandbox.run([exe, "--tool", tool, "--error-exitcode", str(_SANITIZER_FOUND), "--print-limit", "10",
+                           "--log-file", str(log), str(work / "runner"), str(plan), str(work / "dumps"), str(results)],
+                          work, work / f"sanitize-{tool}.out", timeout=task.timeouts.get("sanitize", 600))
+        what = f"{tool} ({case.describe()})"
+        if run.timed_out:
+            result.sanitizer_note += f"{what}: did not finish in time, no finding. "
+            continue
+        text = sandbox.tail(log, 20000)
+        if run.returncode == _SANITIZER_FOUND or (tool == "racecheck" and _race_reported(text)):
+            first = _first_finding(text)
+            if tool == "racecheck":
+                _fail_keep_cases(result, Verdict.RACE, f"compute-sanitizer racecheck found a data race: {first}")
+            else:
+                _fail_keep_cases(result, Verdict.RUNTIME_ERROR, f"compute-sanitizer {tool} found an error: {first}")
+            return
+        result.sanitizer_note += f"{what}: clean. "
+    result.sanitizer_note = result.sanitizer_note.strip()
+
+
+_SANITIZER_FOUND = 86
+
+
+def _race_reported(log: str) -> bool:
+    """racecheck reports some hazards as warnings, which do not set the error exit code."""
+    m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed", log)
+    return "Race reported" in log or bool(m and int(m.group(1)) > 0)
+
+
+def _first_finding(log: str) -> str:
+    for line in log.splitlines():
+        text = line.strip("= ").strip()
+        if text.startswith(("Error", "Race", "Invalid", "Warning")) or "hazard" in text.lower():
+            return text[:300]
+    return (log.strip().splitlines() or ["(no details)"])[-1][:300]
+
+
+def _fail_keep_cases(result: GradeResult, verdict: Verdict, message: str) -> None:
+    """A verdict after every case passed: the correctness share stays, no performance points."""
+    result.verdict, result.message = verdict, message
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,7 +317,7 @@ def explain(rec: dict, tol: float) -> str:
 
 def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeResult) -> None:
     g = task.graded
-    line = protocol.plan_line("timed", g.id, seed, task.tolerance, g.reference, g.params,
+    line = protocol.plan_line("timed", g.id, seed, g.tol, g.reference, g.params,
                               warmup=task.warmup, runs=task.runs)
     plan = work / "timed.plan"
     plan.write_text(line + "\n")
@@ -270,7 +337,7 @@ def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeRe
     if bad or not checks.get(g.id):
         r = bad[0] if bad else {"reason": "no output was checked"}
         return _perf_fail(result, Verdict.INCORRECT,
-                          f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, task.tolerance)}")
+                          f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
 
     work_units = task.work(g.params)
     timing = Timing([float(t) for t in timed["times_ms"]], task.warmup)
@@ -289,8 +356,11 @@ def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeRe
 
     per = float(task.data["metric"].get("per", 1.0))
     pk, pk_source = peak(gpu, task.peak_kind)
-    # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second.
-    perf.peak = pk * 1e9 / per if task.peak_kind != "dram" else None
+    # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second. A bandwidth
+    # bound holds only for data that cannot sit in L2.
+    perf.peak = pk * 1e9 / per
+    if task.peak_kind == "dram" and (nbytes or 0) <= gpu.l2_bytes:
+        perf.peak = None
     if perf.peak and rate > perf.peak:
         return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
                           f"{rate:,.0f} {task.metric} is above this GPU's peak of {perf.peak:,.0f} "

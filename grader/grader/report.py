@@ -34,7 +34,7 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
                     f"fresh inputs and a flushed L2 each"]
         line = (f"     submission  {p.rate:>12,.1f} {p.metric}   median {t.median_ms:.3f} ms "
                 f"(min {min(t.times_ms):.3f}, max {max(t.times_ms):.3f}, spread {100 * t.spread:.1f}%)")
-        if p.gbs:
+        if p.gbs and p.metric != "GB/s":
             line += f", {p.gbs:,.0f} GB/s"
         out.append(line)
         for b in p.baselines:
@@ -47,6 +47,8 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
             tiers = ", ".join(f"{rate:,.0f} -> {pts:g}" for rate, pts in zip(th.rates, th.points))
             out.append(f"     thresholds  {tiers} ({p.metric} -> points)")
             out.append(f"                 {th.source}")
+    if r.sanitizer_note:
+        out.append(f"   compute-sanitizer: {r.sanitizer_note}")
     out.append("")
     out.append(f"   Verdict: {r.verdict.value}" + (f": {r.message}" if r.message else ""))
     perf_pts = r.performance.points if r.performance and r.verdict == Verdict.CORRECT else 0.0

@@ -16,6 +16,7 @@ class Verdict(str, enum.Enum):
     RUNTIME_ERROR = "runtime_error"              # it faulted (illegal address, trap) or exited
     TIMEOUT = "timeout"                          # it did not finish in time
     INCORRECT = "incorrect"                      # it ran, and the output is wrong
+    RACE = "race"                                # compute-sanitizer found a data race, right result or not
     INVALID_MEASUREMENT = "invalid_measurement"  # correct, but timed above the GPU's peak
     NOT_RUN = "not_run"                          # a case skipped after an earlier timeout
 
@@ -150,6 +151,8 @@ class GradeResult:
     """The compiler's and linker's messages (the compiler's error for BUILD_ERROR)."""
     stage_seconds: dict = field(default_factory=dict)
     """Wall time of each stage: build, correctness, performance."""
+    sanitizer_note: str = ""
+    """What compute-sanitizer checked (or why it did not run), for tasks that ask for it."""
     seed_note: str = ""
     """Whether the inputs were drawn from a secret per-run value or a fixed one."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 """The kit's top folder (the one with the Makefile)."""
 
-RESERVED = {"id", "seed", "reference", "scored", "why"}
+RESERVED = {"id", "seed", "reference", "scored", "why", "tolerance"}
 
 
 class TaskError(Exception):
@@ -27,6 +27,8 @@ class Case:
     """Public seed; the grader mixes a secret per-run value into it."""
     reference: str
     """How the checker computes the truth: "cpu" (the loop) or "library" (on the GPU)."""
+    tol: float = 0.0
+    """Relative error allowed: the task's, or the case's own "tolerance" (0 for exact results)."""
     scored: bool = True
     """False for a case with nothing to compute (it checks that nothing is written): it must pass,
     but carries no share of the points, so that a submission doing nothing earns nothing."""
@@ -87,6 +89,16 @@ class Task:
         """Bytes that must cross DRAM at least once in one call, or None where not counted."""
         expr = self.data["metric"].get("bytes")
         return evaluate(expr, params) if expr else None
+
+    @property
+    def sanitize(self):
+        """(Case, tools) of the small case run under compute-sanitizer, or None."""
+        s = self.data.get("sanitize")
+        if not s:
+            return None
+        c = s["case"]
+        params = {k: v for k, v in c.items() if k not in RESERVED}
+        return Case(c["id"], params, int(c["seed"]), "cpu", self.tolerance), list(s["tools"])
 
     @property
     def peak_kind(self) -> str:
@@ -182,7 +194,8 @@ def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
                 raise TaskError(f"{where}: case {c['id']}: {k!r} is a word of the harness, not a parameter name")
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TaskError(f"{where}: case {c['id']}: parameter {k} must be an integer, not {v!r}")
-        cases.append(Case(c["id"], params, int(c["seed"]), ref, bool(c.get("scored", True))))
+        tol = float(c.get("tolerance", data["tolerance"]["rel"]))
+        cases.append(Case(c["id"], params, int(c["seed"]), ref, tol, bool(c.get("scored", True))))
     if not any(c.scored for c in cases):
         raise TaskError(f"{where}: no scored cases")
     g = data["graded"]
@@ -205,6 +218,8 @@ def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
         if list(prof["rates"]) != sorted(prof["rates"]):
             raise TaskError(f"{where}: thresholds for {model} must increase tier by tier")
     task = Task(name, folder, data, cases, graded, warmup, runs)
+    if task.sanitize and not set(task.sanitize[1]) <= {"racecheck", "memcheck", "synccheck", "initcheck"}:
+        raise TaskError(f"{where}: sanitize.tools must be among racecheck, memcheck, synccheck, initcheck")
     for c in cases:  # every formula must evaluate for every case: fail now, not mid-grading
         try:
             task.work(c.params)
