@@ -61,7 +61,10 @@ def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> t
     """(ok, messages): kernel.cu compiled alone into workdir/kernel.o."""
     require_nvcc()
     dst = workdir / "kernel.cu"
-    shutil.copyfile(src, dst)
+    try:
+        shutil.copyfile(src, dst)
+    except OSError as e:
+        return False, f"cannot read the submission {src}: {e.strerror}"
     run = make(["student-object", f"ARCH={arch}", f"SRC={dst}", f"OBJ={workdir / 'kernel.o'}"],
                workdir / "build.log", timeout)
     text = _clean(sandbox.tail(workdir / "build.log", 20000), workdir)

@@ -49,7 +49,9 @@ def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path
                          seed_note="inputs from a fixed secret (reproducible run)" if opts.secret is not None
                          else "inputs from a fresh secret seed")
     t0 = time.monotonic()
-    build.build_harness(task, gpu.arch, work / "harness.log")
+    build.build_harness(task, gpu.arch, work / "harness.log")  # once per architecture, then cached
+    result.stage_seconds["harness"] = time.monotonic() - t0
+    t0 = time.monotonic()
     ok, log = build.compile_submission(submission, work, gpu.arch, task.timeouts["build"])
     result.build_log = log
     if not ok:
@@ -281,10 +283,11 @@ def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
         text = sandbox.tail(log, 20000)
         if run.returncode == _SANITIZER_FOUND or (tool == "racecheck" and _race_reported(text)):
             first = _first_finding(text)
+            # Every case passed, so the correctness share stays; there are no performance points.
             if tool == "racecheck":
-                _fail_keep_cases(result, Verdict.RACE, f"compute-sanitizer racecheck found a data race: {first}")
+                result.verdict, result.message = Verdict.RACE, f"compute-sanitizer racecheck found a data race: {first}"
             else:
-                _fail_keep_cases(result, Verdict.RUNTIME_ERROR, f"compute-sanitizer {tool} found an error: {first}")
+                result.verdict, result.message = Verdict.RUNTIME_ERROR, f"compute-sanitizer {tool} found an error: {first}"
             return
         result.sanitizer_note += f"{what}: clean. "
     result.sanitizer_note = result.sanitizer_note.strip()
@@ -305,11 +308,6 @@ def _first_finding(log: str) -> str:
         if text.startswith(("Error", "Race", "Invalid", "Warning")) or "hazard" in text.lower():
             return text[:300]
     return (log.strip().splitlines() or ["(no details)"])[-1][:300]
-
-
-def _fail_keep_cases(result: GradeResult, verdict: Verdict, message: str) -> None:
-    """A verdict after every case passed: the correctness share stays, no performance points."""
-    result.verdict, result.message = verdict, message
 
 
 # ---------------------------------------------------------------------------------------------
