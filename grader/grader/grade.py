@@ -87,7 +87,7 @@ def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path
             return result
 
     t0 = time.monotonic()
-    performance(task, work, gpu, protocol.case_seed(task.graded.seed, secret, salt=1), result)
+    performance(task, work, gpu, secret, result)
     result.stage_seconds["performance"] = time.monotonic() - t0
     return result
 
@@ -313,13 +313,29 @@ def _first_finding(log: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Performance.
 
-def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeResult) -> None:
-    g = task.graded
+def performance(task: Task, work: Path, gpu: GpuInfo, secret: int, result: GradeResult) -> None:
+    """Times every graded case; the performance points are the mean of theirs. The first failure
+    (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
+    for graded in task.graded:
+        perf = _time_one(task, work, gpu, graded, protocol.case_seed(graded.case.seed, secret, salt=1), result)
+        if perf is None:
+            return
+        result.performance.append(perf)
+    points = sum(p.points for p in result.performance) / len(result.performance)
+    result.score = result.correctness_points + points
+    result.message = "; ".join(
+        f"{p.rate:,.0f} {task.metric}" + (f" ({p.rate / p.baseline_rate:.2f}x {p.baseline_name})" if p.baseline_rate else "")
+        + (f" at {' '.join(f'{k}={v}' for k, v in p.params.items())}" if len(task.graded) > 1 else "")
+        for p in result.performance)
+
+
+def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, seed: int, result: GradeResult) -> Optional[Performance]:
+    g = graded.case
     line = protocol.plan_line("timed", g.id, seed, g.tol, g.reference, g.params,
-                              warmup=task.warmup, runs=task.runs)
-    plan = work / "timed.plan"
+                              warmup=graded.warmup, runs=graded.runs)
+    plan = work / f"timed-{g.id}.plan"
     plan.write_text(line + "\n")
-    results = work / "timed.jsonl"
+    results = work / f"timed-{g.id}.jsonl"
     limit = task.timeouts["timed"]
     run = _run_runner(work, plan, work / "dumps", results, limit, 1)
     records = protocol.read_results(results)
@@ -330,7 +346,7 @@ def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeRe
         v, msg = _fault(run, records, g.id)
         return _perf_fail(result, v, f"in the timed runs: {msg}")
 
-    checks = _check(task, work, gpu.arch, [line], "timed")
+    checks = _check(task, work, gpu.arch, [line], f"timed-{g.id}")
     bad = [r for r in checks.get(g.id, []) if not r.get("pass")]
     if bad or not checks.get(g.id):
         r = bad[0] if bad else {"reason": "no output was checked"}
@@ -338,15 +354,14 @@ def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeRe
                           f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
 
     work_units = task.work(g.params)
-    timing = Timing([float(t) for t in timed["times_ms"]], task.warmup)
+    timing = Timing([float(t) for t in timed["times_ms"]], graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params)
     perf = Performance(g.id, g.params, task.metric, timing, rate,
                        gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
                        baseline_name=task.data["performance"].get("baseline", ""))
-    result.performance = perf
 
-    for name, timing in _baselines(task, work, gpu.arch, plan):
+    for name, timing in _baselines(task, work, gpu.arch, plan, g.id, graded.warmup):
         perf.baselines.append(Baseline(name, work_units / (timing.median_ms / 1e3), timing))
     primary = next((b for b in perf.baselines if b.name == perf.baseline_name), None)
     if primary:
@@ -360,21 +375,21 @@ def performance(task: Task, work: Path, gpu: GpuInfo, seed: int, result: GradeRe
     if task.peak_kind == "dram" and (nbytes or 0) <= gpu.l2_bytes:
         perf.peak = None
     if perf.peak and rate > perf.peak:
+        result.performance.append(perf)  # on the record, unscored
         return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
                           f"{rate:,.0f} {task.metric} is above this GPU's peak of {perf.peak:,.0f} "
                           f"({pk_source}): the time cannot be right, so it is not scored")
     if perf.gbs and nbytes > gpu.l2_bytes:
         bw, bw_source = peak(gpu, "dram")
         if perf.gbs > bw:
+            result.performance.append(perf)
             return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
                               f"{perf.gbs:,.0f} GB/s is above this GPU's memory bandwidth of {bw:,.0f} GB/s "
                               f"({bw_source}): the time cannot be right, so it is not scored")
-    perf.thresholds = score.thresholds(task, gpu, perf.baseline_rate)
+    perf.thresholds = score.thresholds(task, gpu, perf.baseline_rate, g.id)
     if perf.thresholds:
         perf.points = score.performance_points(rate, perf.thresholds)
-    result.score = result.correctness_points + perf.points
-    result.message = f"{rate:,.0f} {task.metric}" + (
-        f" ({rate / perf.baseline_rate:.2f}x {perf.baseline_name})" if perf.baseline_rate else "")
+    return perf
 
 
 def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
@@ -382,16 +397,17 @@ def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
     submission computed right only when it was not being timed."""
     result.verdict, result.message = verdict, message
     result.score = 0.0 if verdict == Verdict.INCORRECT else result.correctness_points
+    return None
 
 
-def _baselines(task: Task, work: Path, arch: str, plan: Path) -> list:
+def _baselines(task: Task, work: Path, arch: str, plan: Path, case_id: str, warmup: int) -> list:
     """(library route, Timing) for every route the checker times."""
-    results = work / "baseline.jsonl"
+    results = work / f"baseline-{case_id}.jsonl"
     results.write_text("")
     checker = build.paths(task, arch)["checker"]
-    run = sandbox.run([str(checker), "baseline", str(plan), str(results)], work, work / "baseline.log",
+    run = sandbox.run([str(checker), "baseline", str(plan), str(results)], work, work / f"baseline-{case_id}.log",
                       timeout=task.timeouts["timed"])
     if run.returncode != 0 or run.timed_out:
         raise build.KitError(f"timing the {task.name} baseline failed (exit {run.returncode}):\n{run.output}")
-    return [(r["library"], Timing([float(t) for t in r["times_ms"]], task.warmup))
+    return [(r["library"], Timing([float(t) for t in r["times_ms"]], warmup))
             for r in protocol.read_results(results) if r.get("event") == "baseline"]

@@ -26,8 +26,7 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
             note = "" if c.verdict == Verdict.CORRECT else c.message
             size = " ".join(f"{k}={v}" for k, v in c.params.items())
             out.append(f"   {c.id:<10} {size:<16} {mark:<14} {rel:<11} {note}")
-    p = r.performance
-    if p:
+    for p in r.performance:
         t = p.timing
         size = " ".join(f"{k}={v}" for k, v in p.params.items())
         out += ["", f"   Performance, {size}: {len(t.times_ms)} runs after {t.warmup} warm-up, "
@@ -51,7 +50,7 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
         out.append(f"   compute-sanitizer: {r.sanitizer_note}")
     out.append("")
     out.append(f"   Verdict: {r.verdict.value}" + (f": {r.message}" if r.message else ""))
-    perf_pts = r.performance.points if r.performance and r.verdict == Verdict.CORRECT else 0.0
+    perf_pts = r.score - r.correctness_points if r.verdict == Verdict.CORRECT else 0.0
     out.append(f"   Score: {r.score:g} / {r.max_score:g}  (correctness {r.correctness_points:g}, "
                f"performance {perf_pts:g})")
     if r.stage_seconds:

@@ -105,7 +105,8 @@ class Performance:
     thresholds: Optional[Thresholds] = None
     """The tiers used for the score."""
     points: float = 0.0
-    """Performance points earned."""
+    """Performance points earned by this graded case, out of all of them (the task's score averages
+    them over its graded cases)."""
 
 
 @dataclass
@@ -141,8 +142,8 @@ class GradeResult:
     """Points possible."""
     correctness_points: float = 0.0
     """Share of the correctness points: one equal share per passing scored case."""
-    performance: Optional[Performance] = None
-    """Timing and performance points; only when every case was correct."""
+    performance: list = field(default_factory=list)
+    """One Performance per graded case; only when every case was correct."""
     cases: list = field(default_factory=list)
     """One CaseResult per correctness case, in the task file's order."""
     gpu: Optional[GpuInfo] = None
@@ -158,7 +159,7 @@ class GradeResult:
 
     def to_json(self) -> dict:
         d = asdict(self)
-        if self.performance:
-            d["performance"]["median_ms"] = self.performance.timing.median_ms
-            d["performance"]["spread"] = self.performance.timing.spread
+        for p, out in zip(self.performance, d["performance"]):
+            out["median_ms"] = p.timing.median_ms
+            out["spread"] = p.timing.spread
         return d

@@ -7,16 +7,20 @@ from .results import GpuInfo, Thresholds
 from .tasks import Task
 
 
-def thresholds(task: Task, gpu: GpuInfo, baseline_rate: Optional[float]) -> Optional[Thresholds]:
-    """The task's tiers for this GPU model; for a GPU the task has no profile for, the tiers'
-    fractions of the library baseline measured on the spot. None if neither exists."""
+def thresholds(task: Task, gpu: GpuInfo, baseline_rate: Optional[float],
+               graded_id: Optional[str] = None) -> Optional[Thresholds]:
+    """The task's tiers for this GPU model and graded case; for a GPU the task has no profile for,
+    the tiers' fractions of the library baseline measured on the spot. None if neither exists."""
     perf = task.data["performance"]
     tiers = perf.get("tiers", [])
     points = [float(t["points"]) for t in tiers]
     profile = perf.get("gpus", {}).get(gpu.model) if gpu.model else None
     if profile:
+        rates = profile["rates"]
+        if isinstance(rates, dict):
+            rates = rates[graded_id or task.graded[0].case.id]
         return Thresholds(source=profile.get("source", f"profile for {gpu.model}"),
-                          rates=[float(r) for r in profile["rates"]], points=points,
+                          rates=[float(r) for r in rates], points=points,
                           estimated=bool(profile.get("estimated", False)))
     if baseline_rate:
         base = perf.get("baseline", "the library")

@@ -38,6 +38,16 @@ class Case:
 
 
 @dataclass
+class Graded:
+    case: Case
+    """The correctness case timed for the score (fresh seeds for every timed run)."""
+    warmup: int
+    """Untimed calls first."""
+    runs: int
+    """Timed calls, at least 10: the median is scored."""
+
+
+@dataclass
 class Task:
     name: str
     """The assignment's name in the registry."""
@@ -47,10 +57,8 @@ class Task:
     """task.json as read."""
     cases: list
     """Correctness cases, in order."""
-    graded: Case
-    """The timed case."""
-    warmup: int
-    runs: int
+    graded: list
+    """The timed cases (Graded), each worth an equal share of the performance points."""
 
     @property
     def title(self) -> str:
@@ -198,13 +206,18 @@ def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
         cases.append(Case(c["id"], params, int(c["seed"]), ref, tol, bool(c.get("scored", True))))
     if not any(c.scored for c in cases):
         raise TaskError(f"{where}: no scored cases")
-    g = data["graded"]
-    graded = next((c for c in cases if c.id == g.get("id")), None)
-    if graded is None:
-        raise TaskError(f"{where}: graded case {g.get('id')!r} is not among the cases")
-    runs, warmup = int(g.get("runs", 10)), int(g.get("warmup", 2))
-    if runs < 10:
-        raise TaskError(f"{where}: graded.runs must be at least 10 (a median needs many runs), not {runs}")
+    graded = []
+    for g in data["graded"] if isinstance(data["graded"], list) else [data["graded"]]:
+        case = next((c for c in cases if c.id == g.get("id")), None)
+        if case is None:
+            raise TaskError(f"{where}: graded case {g.get('id')!r} is not among the cases")
+        runs, warmup = int(g.get("runs", 10)), int(g.get("warmup", 2))
+        if runs < 10:
+            raise TaskError(f"{where}: graded.runs must be at least 10 (a median needs many runs), not {runs}")
+        graded.append(Graded(case, warmup, runs))
+    if not graded:
+        raise TaskError(f"{where}: no graded case")
+    ids = [g.case.id for g in graded]
     tiers = data["performance"].get("tiers", [])
     if [t["fraction"] for t in tiers] != sorted(t["fraction"] for t in tiers):
         raise TaskError(f"{where}: performance tiers must be in increasing order")
@@ -213,11 +226,17 @@ def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
     if tiers and tiers[-1]["points"] != data["points"]["performance"]:
         raise TaskError(f"{where}: the last performance tier must give all {data['points']['performance']} points")
     for model, prof in data["performance"].get("gpus", {}).items():
-        if len(prof.get("rates", [])) != len(tiers):
-            raise TaskError(f"{where}: thresholds for {model} need one rate per tier ({len(tiers)})")
-        if list(prof["rates"]) != sorted(prof["rates"]):
-            raise TaskError(f"{where}: thresholds for {model} must increase tier by tier")
-    task = Task(name, folder, data, cases, graded, warmup, runs)
+        rates = prof.get("rates", [])
+        # One list of rates, or with several graded cases one list per graded case id.
+        per_case = rates if isinstance(rates, dict) else {ids[0]: rates} if len(ids) == 1 else {}
+        if sorted(per_case) != sorted(ids):
+            raise TaskError(f"{where}: thresholds for {model} need rates for the graded case(s) {', '.join(ids)}")
+        for gid, r in per_case.items():
+            if len(r) != len(tiers):
+                raise TaskError(f"{where}: thresholds for {model} need one rate per tier ({len(tiers)})")
+            if list(r) != sorted(r):
+                raise TaskError(f"{where}: thresholds for {model} must increase tier by tier")
+    task = Task(name, folder, data, cases, graded)
     if task.sanitize and not set(task.sanitize[1]) <= {"racecheck", "memcheck", "synccheck", "initcheck"}:
         raise TaskError(f"{where}: sanitize.tools must be among racecheck, memcheck, synccheck, initcheck")
     for c in cases:  # every formula must evaluate for every case: fail now, not mid-grading

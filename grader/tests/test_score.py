@@ -1,5 +1,6 @@
 """score.py: which thresholds apply on which GPU, and how rates and passing cases become points."""
 import copy
+import json
 import math
 
 import pytest
@@ -117,3 +118,14 @@ def test_every_case_correct_and_the_last_tier_reached_give_the_maximum_score():
     top = score.thresholds(task, UNKNOWN, baseline_rate=1000.0)
     passed = {c.id for c in task.cases}
     assert score.correctness_points(task, passed) + score.performance_points(1e12, top) == task.max_score
+
+
+def test_each_graded_case_is_scored_against_its_own_rates():
+    data = json.loads((tasks.ROOT / "assignments" / "trmm" / "task.json").read_text())
+    data["graded"] = [{"id": "n1024"}, {"id": "n4096"}]
+    data["performance"]["gpus"] = {"H200": {"rates": {"n1024": [1, 2, 3, 4], "n4096": [10, 20, 30, 40]},
+                                            "source": "test"}}
+    task = tasks.parse("x", tasks.ROOT, data, "x/task.json")
+    h200 = GpuInfo(name="NVIDIA H200", arch="sm_90", model="H200")
+    assert score.thresholds(task, h200, None, "n1024").rates == [1, 2, 3, 4]
+    assert score.thresholds(task, h200, None, "n4096").rates == [10, 20, 30, 40]

@@ -43,8 +43,8 @@ def test_every_registered_task_loads_with_its_graded_case_among_its_cases(name):
     task = tasks.load(name)
     assert task.name == name
     assert task.folder == tasks.ROOT / "assignments" / name
-    assert task.graded in task.cases
-    assert task.runs >= 10
+    assert all(g.case in task.cases for g in task.graded)
+    assert all(g.runs >= 10 for g in task.graded)
     assert task.title and task.entry_point and task.metric
 
 
@@ -57,7 +57,7 @@ def test_a_copy_of_trmms_task_file_loads_under_another_root(tmp_path):
     write_kit(tmp_path, TRMM)
     task = tasks.load("x", tmp_path)
     assert [c.id for c in task.cases] == [c["id"] for c in TRMM["cases"]]
-    assert task.graded.id == TRMM["graded"]["id"]
+    assert task.graded[0].case.id == TRMM["graded"]["id"]
     assert task.folder == tmp_path / "assignments" / "x"
 
 
@@ -176,7 +176,7 @@ def test_fewer_than_ten_timed_runs_is_a_task_error(tmp_path):
 def test_exactly_ten_timed_runs_is_accepted(tmp_path):
     _, load = load_mutated(tmp_path, lambda d: d["graded"].update(runs=10, warmup=0))
     task = load()
-    assert (task.runs, task.warmup) == (10, 0)
+    assert (task.graded[0].runs, task.graded[0].warmup) == (10, 0)
 
 
 def test_tiers_out_of_order_are_a_task_error(tmp_path):
@@ -261,4 +261,33 @@ def test_thresholds_that_do_not_increase_tier_by_tier_are_refused(tmp_path):
         d["performance"]["gpus"] = {"H200": {"rates": [4, 3, 2, 1], "source": "test"}}
     _, load = load_mutated(tmp_path, mutate)
     with pytest.raises(TaskError, match="increase"):
+        load()
+
+
+# --- several graded cases (conv1d grades w = 7 and w = 63) ----------------------------------------
+def two_graded(d):
+    d["graded"] = [{"id": "n1024", "runs": 10}, {"id": "n4096", "runs": 12, "warmup": 1}]
+    d["performance"]["gpus"] = {}
+
+
+def test_a_task_may_grade_several_cases_each_with_its_own_runs(tmp_path):
+    _, load = load_mutated(tmp_path, two_graded)
+    task = load()
+    assert [(g.case.id, g.runs, g.warmup) for g in task.graded] == [("n1024", 10, 2), ("n4096", 12, 1)]
+
+
+def test_with_several_graded_cases_a_gpu_profile_gives_rates_per_case(tmp_path):
+    def mutate(d):
+        two_graded(d)
+        d["performance"]["gpus"] = {"H200": {"rates": {"n1024": [1, 2, 3, 4], "n4096": [5, 6, 7, 8]}, "source": "t"}}
+    _, load = load_mutated(tmp_path, mutate)
+    assert load().data["performance"]["gpus"]["H200"]["rates"]["n4096"] == [5, 6, 7, 8]
+
+
+def test_with_several_graded_cases_a_single_list_of_rates_is_refused(tmp_path):
+    def mutate(d):
+        two_graded(d)
+        d["performance"]["gpus"] = {"H200": {"rates": [1, 2, 3, 4], "source": "t"}}
+    _, load = load_mutated(tmp_path, mutate)
+    with pytest.raises(TaskError, match="n1024, n4096"):
         load()

@@ -2,7 +2,7 @@
 //
 // One binary per assignment and side is linked from three parts:
 //   runner  = harness/src/{common,runner}.cu + assignments/<name>/problem.cu (-DKIT_RUNNER) + the student's kernel.o
-//   checker = harness/src/{common,checker}.cu + assignments/<name>/problem.cu + cuBLAS/CUB
+//   checker = harness/src/{common,check,checker}.cu + assignments/<name>/problem.cu + cuBLAS/CUB
 // The runner holds the student's code: it generates the inputs from a seed, poisons the outputs,
 // calls the entry point, times it and hands the outputs over as files. The checker holds no student
 // code: it regenerates the same inputs from the same seed, recomputes what the outputs must be (CPU
