@@ -1,0 +1,228 @@
+/*
+Reference kernel for conv1d: the lecture's 1D convolution in FP32,
+
+    for (i = 0; i < n; i++) {
+        float s = 0;
+        for (j = 0; j < w; j++) {
+            k = i - w / 2 + j;
+            if (k >= 0 && k < n) s += N[k] * M[j];   // N reads as 0 outside [0, n)
+        }
+        P[i] = s;
+    }
+
+Work: 2 n w FLOP. Bytes: N read once and P written once, 8n, 512 MiB at n = 2^26; an H200
+copies ~4.3 TB/s, so ~0.12 ms is the floor, the time of a device-to-device copy of N into P.
+At w = 7 the 0.94 GFLOP are nothing next to that. At w = 63 it is n w = 4.2e9 FMAs: at
+132 SMs x 128 lanes x ~1.98 GHz (67 TFLOP/s) that is ~0.13 ms, as long as the copy. So
+w = 63 sits right at the ridge (15.75 FLOP/B against 67 / 4.3 = 15.6): the FMAs have to
+run with few other instructions beside them, overlapped with the memory traffic.
+
+Design:
+- M goes to __constant__ memory (one cudaMemcpyToSymbolAsync, device to device, per call;
+  at most 1 KB, a few microseconds). Every thread of a warp reads the same tap at the same
+  time, which the constant cache broadcasts; in the unrolled kernels the taps reach the
+  FFMAs through uniform registers, one ULDC.64 per two taps per warp, and no other load.
+- Blocks of 256 threads; each thread computes 8 consecutive outputs, so a block covers a
+  tile of 2048 outputs. The block first copies its tile of N plus the halo into shared
+  memory (~2.1K floats), zero outside [0, n), then every thread computes from there: each N
+  value is read from DRAM ~once (the halo overlap is 62 of 2048 floats at w = 63, and the
+  neighbour's copy is usually still in L2).
+- The shared tile starts at N index tile_start - RP, where RP is w/2 rounded up to a
+  multiple of 4; the RP - w/2 extra leading values never contribute to a sum. That puts
+  the tile on 16-byte boundaries of N, so it loads with one LDG.128 per four floats
+  (a warp reads 512 contiguous bytes per instruction), all of a thread's loads (at most
+  three) in flight before the first store to shared memory.
+- The 8 outputs of a thread need a window of 8 + w - 1 inputs. They go through registers
+  in chunks of 8 taps: a 16-float register window, two LDS.128 of 8 new floats per chunk,
+  then 8 x 8 = 64 FMAs. Per FMA that is 1/32 of a shared-memory load: the 2 x 16 B per
+  thread per chunk are 1 KB per warp, 8 cycles of the SM's 128 B/clk shared memory, against
+  64 cycles of FMAs on its SM sub-partition: the shared-memory pipe runs at ~50%.
+- Bank conflicts: thread t reads the 32 bytes at float 8(t + c), so in each quarter-warp
+  (8 threads per LDS.128 wavefront) threads t and t + 4 would hit the same four banks, a
+  2-way conflict that would put the shared-memory pipe at 100%. The tile is stored with the
+  two 16-byte quads of each 32-byte pair swapped in every other 128-byte run (quad q lives at
+  q ^ ((q >> 3) & 1)): any 8 consecutive threads then hit all 32 banks once, for any chunk,
+  and so do the tile stores. The addresses come from 8 per-thread registers computed once,
+  so the chunks spend no integer instructions on them.
+- w = 7 and w = 63, the graded widths, get kernels with w known at compile time: every
+  loop unrolls, and the FFMA stream has little else in it (two LDS.128 and ~4 ULDC per 64
+  FMAs). Any other width runs the same code with w read at run time (taps padded to a
+  multiple of 8 with zeros, a predicated constant load per tap): correct, not tuned.
+- ptxas (sm_90): 30 to 32 registers in the aligned kernels (40 in the misaligned fallback
+  for w = 63), no spills, 9 KB of shared memory per block, so 8 blocks of 256 threads (2048,
+  the maximum) fit on an SM. In the w = 63 kernel the 63 FMAs per
+  output are 504 of a thread's ~600 instructions after the barrier, the rest being the 18
+  LDS.128, 29 uniform loads of the taps, ~40 integer instructions and the stores: issuing
+  them all takes ~0.128 ms / 0.84 = ~0.15 ms, which is what w = 63 should cost if the
+  memory traffic hides under it. Little's law: ~3 MB in flight at ~4.3 TB/s is ~23 KB per
+  SM; 2048 threads with about two LDG.128 each put up to ~65 KB in flight.
+- Stores: the 8 outputs of a thread are one 32-byte sector (P comes from cudaMalloc,
+  256-byte aligned), written by two STG.128 back to back; L2 merges the halves before DRAM
+  sees them. The ragged end (outputs past n) and a misaligned N or P fall back to scalar
+  loads and stores; nothing outside [0, n) of N or P is ever touched.
+- Summation order is tap order j = 0..w-1 with FMAs, the same as the loop above: error
+  ~1e-7 relative, against the tolerance of 1e-5.
+*/
+
+#include <cstdint>
+#include "cuda_check.cuh"
+
+constexpr int MAX_W = 255;                   // widest mask the assignment allows
+constexpr int BLOCK = 256;                   // threads per block
+constexpr int OUT = 8;                       // consecutive outputs per thread
+constexpr int TILE = BLOCK * OUT;            // outputs per block
+constexpr int MAX_CHUNKS = 32;               // ceil((RP - w/2 + w) / 8) <= 32 for w <= 255
+constexpr int SMEM_FLOATS = TILE + 8 * MAX_CHUNKS;                        // 2304 floats, 9 KB
+constexpr int MAX_LOAD_ROUNDS = (SMEM_FLOATS / 4 + BLOCK - 1) / BLOCK;    // quads per thread: 3
+
+__constant__ float c_mask[MAX_W + 1];
+
+// Number of 8-tap chunks once the taps are shifted by the RP - w/2 leading zeros.
+__host__ __device__ constexpr int chunks_for(int w) { return (((w / 2 + 3) & ~3) - w / 2 + w + 7) / 8; }
+static_assert(chunks_for(MAX_W) <= MAX_CHUNKS && chunks_for(MAX_W - 2) <= MAX_CHUNKS &&
+              chunks_for(MAX_W - 4) <= MAX_CHUNKS, "the tile must hold the widest window");
+
+// Shared-memory quad q (4 floats) is stored at quad q ^ ((q >> 3) & 1): see the docblock.
+__device__ __forceinline__ int swizzle_quad(int q) { return q ^ ((q >> 3) & 1); }
+
+__device__ __forceinline__ void store_quad(float* s, int q, float4 v) {
+    reinterpret_cast<float4*>(s)[swizzle_quad(q)] = v;
+}
+// The 4 floats at float offset f of the (already swizzled) tile; f is a multiple of 4.
+__device__ __forceinline__ float4 load_quad(const float* s, int f) {
+    return *reinterpret_cast<const float4*>(s + f);
+}
+
+// W > 0: the mask width, known at compile time; W == 0: the width is w_rt.
+// VEC: N and P are 16-byte aligned, so whole quads load and store as float4.
+template <int W, bool VEC>
+__global__ void __launch_bounds__(BLOCK)
+conv1d_kernel(int n, int w_rt, const float* __restrict__ N, float* __restrict__ P) {
+    __shared__ __align__(16) float tile[SMEM_FLOATS];
+
+    const int w = W > 0 ? W : w_rt;
+    const int R = w / 2;                      // halo on each side
+    const int RP = (R + 3) & ~3;              // halo rounded up to a whole quad
+    const int lead = RP - R;                  // tile values before the first tap (0..3)
+    const int nch = W > 0 ? chunks_for(W) : chunks_for(w);
+    const int quads = (TILE + 8 * nch) / 4;   // the tile, in quads
+
+    const long long start = (long long)blockIdx.x * TILE;   // first output of the block
+    const long long a0 = start - RP;                         // N index of tile[0], a multiple of 4
+    const long long lo = start - R > 0 ? start - R : 0;      // the tile's live N range [lo, hi):
+    const long long hi = start + TILE + R < n ? start + TILE + R : (long long)n;   // zero elsewhere
+
+    // Load: thread t takes quads t, t + 256, t + 512 of the tile; all loads first, then the
+    // stores, so a thread has all its LDG.128 in flight at once.
+    float4 v[MAX_LOAD_ROUNDS];
+#pragma unroll
+    for (int r = 0; r < MAX_LOAD_ROUNDS; ++r) {
+        const int q = threadIdx.x + r * BLOCK;
+        const long long a = a0 + 4LL * q;
+        v[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (q >= quads) continue;
+        if (VEC && a >= lo && a + 4 <= hi) {
+            v[r] = *reinterpret_cast<const float4*>(N + a);
+        } else {  // the two ends of the live range, or N not 16-byte aligned
+            if (a + 0 >= lo && a + 0 < hi) v[r].x = N[a + 0];
+            if (a + 1 >= lo && a + 1 < hi) v[r].y = N[a + 1];
+            if (a + 2 >= lo && a + 2 < hi) v[r].z = N[a + 2];
+            if (a + 3 >= lo && a + 3 < hi) v[r].w = N[a + 3];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < MAX_LOAD_ROUNDS; ++r) {
+        const int q = threadIdx.x + r * BLOCK;
+        if (q < quads) store_quad(tile, q, v[r]);
+    }
+    __syncthreads();
+
+    // Thread t computes outputs start + 8t + o, o < 8: output o, padded tap p (tap j = p - lead)
+    // reads tile[8t + o + p]. Chunk c covers padded taps 8c..8c+7 and needs tile floats
+    // [8(t + c), 8(t + c) + 16): the 8 of the previous chunk and 8 new ones, quads 2(t + c + 1)
+    // and 2(t + c + 1) + 1, which the swizzle puts at float 8u + (u & 4) and that ^ 4
+    // (u = t + c + 1). u & 4 only depends on (t + c + 1) mod 8, hence the 8 bases.
+    const int t = threadIdx.x;
+    int base[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) base[e] = 8 * t + ((t + e) & 4);
+    auto pair_lo = [&](int c) {   // float offset of the first 4 of the 8 floats at 8(t + c)
+        if constexpr (W > 0) return base[c & 7] + 8 * c;
+        else return 8 * (t + c) + ((t + c) & 4);
+    };
+    auto pair_hi = [&](int c) {   // ... and of the last 4
+        if constexpr (W > 0) return base[(c + 4) & 7] + 8 * c;
+        else return (8 * (t + c) + ((t + c) & 4)) ^ 4;
+    };
+
+    float acc[OUT];
+#pragma unroll
+    for (int o = 0; o < OUT; ++o) acc[o] = 0.f;
+    float x[16];   // x[k] = tile[8(t + c) + k]
+    {
+        const float4 a = load_quad(tile, pair_lo(0)), b = load_quad(tile, pair_hi(0));
+        x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+        x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+    }
+    auto chunk = [&](int c) {
+        const float4 a = load_quad(tile, pair_lo(c + 1)), b = load_quad(tile, pair_hi(c + 1));
+        x[8] = a.x; x[9] = a.y; x[10] = a.z; x[11] = a.w;
+        x[12] = b.x; x[13] = b.y; x[14] = b.z; x[15] = b.w;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int j = 8 * c + k - lead;   // the tap
+            float m;
+            if constexpr (W > 0) {
+                if (j < 0 || j >= W) continue;   // settled at compile time
+                m = c_mask[j];
+            } else {
+                m = (unsigned)j < (unsigned)w ? c_mask[j] : 0.f;   // padded taps are zero
+            }
+#pragma unroll
+            for (int o = 0; o < OUT; ++o) acc[o] = fmaf(x[o + k], m, acc[o]);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = x[k + 8];
+    };
+    if constexpr (W > 0) {
+#pragma unroll
+        for (int c = 0; c < chunks_for(W); ++c) chunk(c);
+    } else {
+#pragma unroll 1
+        for (int c = 0; c < nch; ++c) chunk(c);
+    }
+
+    const long long i0 = start + OUT * t;
+    if (VEC && i0 + OUT <= n) {
+        float4* p = reinterpret_cast<float4*>(P + i0);
+        p[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        p[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    } else {
+#pragma unroll
+        for (int o = 0; o < OUT; ++o)
+            if (i0 + o < n) P[i0 + o] = acc[o];
+    }
+}
+
+template <int W, bool VEC>
+static void launch(int blocks, int n, int w, const float* N, float* P) {
+    conv1d_kernel<W, VEC><<<blocks, BLOCK>>>(n, w, N, P);
+}
+
+template <bool VEC>
+static void launch_width(int blocks, int n, int w, const float* N, float* P) {
+    if (w == 7) launch<7, VEC>(blocks, n, w, N, P);
+    else if (w == 63) launch<63, VEC>(blocks, n, w, N, P);
+    else launch<0, VEC>(blocks, n, w, N, P);
+}
+
+void conv1d(int n, int w, const float* N, const float* M, float* P) {
+    if (n <= 0) return;
+    // w > MAX_W would overrun c_mask: the copy fails and CUDA_CHECK reports it.
+    CUDA_CHECK(cudaMemcpyToSymbolAsync(c_mask, M, (size_t)w * sizeof(float), 0, cudaMemcpyDeviceToDevice, 0));
+    const int blocks = (int)(((long long)n + TILE - 1) / TILE);   // 32768 at n = 2^26
+    const bool vec = reinterpret_cast<uintptr_t>(N) % 16 == 0 && reinterpret_cast<uintptr_t>(P) % 16 == 0;
+    if (vec) launch_width<true>(blocks, n, w, N, P);
+    else launch_width<false>(blocks, n, w, N, P);
+    CUDA_CHECK(cudaGetLastError());
+}
