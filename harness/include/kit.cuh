@@ -134,9 +134,10 @@ struct DeviceArrays : Arrays {
     DeviceArrays& operator=(const DeviceArrays&) = delete;
 };
 
-// Owns host allocations for a case.
+// Owns host allocations for a case. With outputs_only, pure inputs get no storage (null pointers):
+// the checker's library path never needs them on the host, and they can be gigabytes.
 struct HostArrays : Arrays {
-    explicit HostArrays(const std::vector<ArraySpec>& s);
+    explicit HostArrays(const std::vector<ArraySpec>& s, bool outputs_only = false);
     std::vector<std::vector<unsigned char>> storage;
 };
 

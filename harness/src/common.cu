@@ -91,10 +91,14 @@ DeviceArrays::~DeviceArrays() {
     for (void* p : ptrs) cudaFree(p);
 }
 
-HostArrays::HostArrays(const std::vector<ArraySpec>& s) {
+HostArrays::HostArrays(const std::vector<ArraySpec>& s, bool outputs_only) {
     specs = s;
     storage.resize(specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
+        if (outputs_only && specs[i].role == Role::in) {
+            ptrs.push_back(nullptr);
+            continue;
+        }
         storage[i].resize(std::max<size_t>(specs[i].count, 1) * dtype_size(specs[i].dtype));
         ptrs.push_back(storage[i].data());
     }

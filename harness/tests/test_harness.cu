@@ -76,6 +76,17 @@ TEST_CASE("host generation fills inputs and leaves pure outputs alone") {
     for (int i = 0; i < 40; ++i) CHECK(y[i] == 0x11);
 }
 
+TEST_CASE("host arrays for outputs only leave pure inputs unallocated") {
+    std::vector<ArraySpec> specs = {{"x", DType::f64, 1 << 20, Role::in},
+                                    {"b", DType::f64, 10, Role::inout},
+                                    {"y", DType::f32, 10, Role::out}};
+    HostArrays h(specs, true);
+    CHECK(h.raw("x") == nullptr);
+    CHECK(h.storage[0].empty());
+    CHECK(h.storage[1].size() == 80);
+    CHECK(h.storage[2].size() == 40);
+}
+
 TEST_CASE("probe positions are inside the array and repeat for the same seed") {
     auto a = probe_positions(5, 1000), b = probe_positions(5, 1000), c = probe_positions(6, 1000);
     REQUIRE(a.size() == (size_t)kProbeCount);
