@@ -42,9 +42,11 @@ def test_the_profile_wins_over_a_baseline_measured_now(task):
 def test_the_kits_own_profiles_are_used_for_their_gpus_with_rates_increasing_by_tier(name):
     task = tasks.load(name)
     for model, prof in task.data["performance"].get("gpus", {}).items():
-        th = score.thresholds(task, GpuInfo(name=model, arch="sm_90", model=model), baseline_rate=None)
-        assert th.rates == [float(r) for r in prof["rates"]]
-        assert th.rates == sorted(th.rates), f"{model}: rates must increase with the tiers"
+        for g in task.graded:
+            rates = prof["rates"][g.case.id] if isinstance(prof["rates"], dict) else prof["rates"]
+            th = score.thresholds(task, GpuInfo(name=model, arch="sm_90", model=model), None, g.case.id)
+            assert th.rates == [float(r) for r in rates]
+            assert th.rates == sorted(th.rates), f"{model}: rates must increase with the tiers"
 
 
 def test_a_gpu_missing_from_the_table_gets_thresholds_from_the_baseline_measured_now(task):
