@@ -1,6 +1,5 @@
 """GPU tests: grade the hidden references, the skeletons and every known-wrong submission kept in
 assignments/<name>/tests/ on the local GPU, and check each verdict. Skipped without a GPU."""
-from pathlib import Path
 
 import pytest
 
