@@ -12,6 +12,8 @@
 
 #include <cub/device/device_reduce.cuh>
 
+#include "kit_library.cuh"
+
 // Neumaier's compensated sum: the error stays near one rounding whatever n, on any host.
 double reduce_cpu(long long n, const double* x) {
     double s = 0, c = 0;
@@ -49,16 +51,10 @@ struct Reduce final : kit::Problem {
 
     // CUB sizes its temporary storage in a first call; it is kept for the timed calls.
     void reference_library(const kit::Case& c, kit::Arrays& d, size_t) const override {
-        static void* temp = nullptr;
-        static size_t capacity = 0;
         size_t bytes = 0;
         const long long n = c.get("n");
         CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, d.f64("x"), d.f64("sum"), n));
-        if (bytes > capacity) {
-            if (temp) CUDA_CHECK(cudaFree(temp));
-            CUDA_CHECK(cudaMalloc(&temp, bytes));
-            capacity = bytes;
-        }
+        void* temp = kit::scratch((bytes + sizeof(double) - 1) / sizeof(double));
         CUDA_CHECK(cub::DeviceReduce::Sum(temp, bytes, d.f64("x"), d.f64("sum"), n));
     }
     std::vector<std::string> libraries() const override { return {"cub::DeviceReduce::Sum"}; }

@@ -52,9 +52,9 @@ def build_harness(task: Task, arch: str, log: Path) -> None:
         raise KitError(f"the harness of {task.name} did not build (see {log}):\n{run.output}")
 
 
-def paths(task: Task, arch: str) -> dict:
-    b = ROOT / "build" / arch
-    return {"checker": b / task.name / "checker"}
+def checker_path(task: Task, arch: str) -> Path:
+    """The assignment's checker, as `make harness` builds it."""
+    return ROOT / "build" / arch / task.name / "checker"
 
 
 def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> tuple:

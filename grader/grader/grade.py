@@ -21,7 +21,7 @@ from typing import Optional
 from . import build, protocol, sandbox, score
 from .gpu import NoGpu, peak
 from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
-from .tasks import Case, Task
+from .tasks import Case, Task, describe
 
 
 @dataclass
@@ -202,7 +202,7 @@ def _check(task: Task, work: Path, arch: str, plan_lines: list, label: str) -> d
     plan.write_text("\n".join(plan_lines) + "\n")
     results = work / f"check-{label}.jsonl"
     results.write_text("")
-    checker = build.paths(task, arch)["checker"]
+    checker = build.checker_path(task, arch)
     run = sandbox.run([str(checker), "check", str(plan), str(work / "dumps"), str(results)], work,
                       work / f"check-{label}.log", timeout=1800)
     if run.returncode != 0 or run.timed_out:
@@ -325,7 +325,7 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: int, result: Grade
     result.score = result.correctness_points + points
     result.message = "; ".join(
         f"{p.rate:,.0f} {task.metric}" + (f" ({p.rate / p.baseline_rate:.2f}x {p.baseline_name})" if p.baseline_rate else "")
-        + (f" at {' '.join(f'{k}={v}' for k, v in p.params.items())}" if len(task.graded) > 1 else "")
+        + (f" at {describe(p.params)}" if len(task.graded) > 1 else "")
         for p in result.performance)
 
 
@@ -404,7 +404,7 @@ def _baselines(task: Task, work: Path, arch: str, plan: Path, case_id: str, warm
     """(library route, Timing) for every route the checker times."""
     results = work / f"baseline-{case_id}.jsonl"
     results.write_text("")
-    checker = build.paths(task, arch)["checker"]
+    checker = build.checker_path(task, arch)
     run = sandbox.run([str(checker), "baseline", str(plan), str(results)], work, work / f"baseline-{case_id}.log",
                       timeout=task.timeouts["timed"])
     if run.returncode != 0 or run.timed_out:

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from .results import GradeResult, Verdict
+from .tasks import describe
 
 _MARK = {Verdict.CORRECT: "pass", Verdict.NOT_RUN: "-"}
 
@@ -24,11 +25,11 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
             mark = _MARK.get(c.verdict, c.verdict.value)
             rel = f"{c.rel_error:.1e}" if c.rel_error is not None and c.rel_error != float("inf") else "-"
             note = "" if c.verdict == Verdict.CORRECT else c.message
-            size = " ".join(f"{k}={v}" for k, v in c.params.items())
+            size = describe(c.params)
             out.append(f"   {c.id:<10} {size:<16} {mark:<14} {rel:<11} {note}")
     for p in r.performance:
         t = p.timing
-        size = " ".join(f"{k}={v}" for k, v in p.params.items())
+        size = describe(p.params)
         out += ["", f"   Performance, {size}: {len(t.times_ms)} runs after {t.warmup} warm-up, "
                     f"fresh inputs and a flushed L2 each"]
         line = (f"     submission  {p.rate:>12,.1f} {p.metric}   median {t.median_ms:.3f} ms "

@@ -34,7 +34,12 @@ class Case:
     but carries no share of the points, so that a submission doing nothing earns nothing."""
 
     def describe(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.params.items())
+        return describe(self.params)
+
+
+def describe(params: dict) -> str:
+    """A case's sizes as reports write them: "m=17 n=33 k=65"."""
+    return " ".join(f"{k}={v}" for k, v in params.items())
 
 
 @dataclass

@@ -33,7 +33,7 @@ def replay(monkeypatch, tmp_path):
     monkeypatch.setattr(build, "scan_forbidden", lambda obj: [])
     monkeypatch.setattr(build, "link_runner",
                         lambda task, work, arch, timeout: (wrapper(work / "runner", "runner"), (True, ""))[1])
-    monkeypatch.setattr(build, "paths", lambda task, arch: {"checker": checker})
+    monkeypatch.setattr(build, "checker_path", lambda task, arch: checker)
     gpu = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
 
     def run(scenario, case_timeout=None):
