@@ -49,6 +49,7 @@ def detect() -> GpuInfo:
         sm_count=vals["sm_count"], l2_bytes=vals["l2_bytes"], clock_khz=vals["clock_khz"],
         mem_clock_khz=vals["mem_clock_khz"], bus_width_bits=vals["bus_width_bits"],
         driver=f"{drv.value // 1000}.{drv.value % 1000 // 10}",
+        count=count.value,
     )
     info.model = model_of(info.name)
     return info

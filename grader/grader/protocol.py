@@ -38,7 +38,7 @@ def case_seed(public: int, secret: int, salt: int = 0) -> int:
 
 
 def plan_line(kind: str, case_id: str, seed: int, tol: float, reference: str, params: dict, **extra) -> str:
-    words = [kind, f"id={case_id}", f"seed={seed}", f"tol={tol!r}", f"reference={reference}"]
+    words = [kind, f"id={case_id}", f"seed={seed}", f"rtol={tol!r}", f"reference={reference}"]
     words += [f"{k}={v}" for k, v in extra.items()]
     words += [f"{k}={v}" for k, v in params.items()]
     return " ".join(words)

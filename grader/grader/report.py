@@ -51,6 +51,8 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
         out.append(f"   compute-sanitizer: {r.sanitizer_note}")
     out.append("")
     out.append(f"   Verdict: {r.verdict.value}" + (f": {r.message}" if r.message else ""))
+    if r.verdict == Verdict.SKIPPED:
+        return "\n".join(out)
     perf_pts = r.score - r.correctness_points if r.verdict == Verdict.CORRECT else 0.0
     out.append(f"   Score: {r.score:g} / {r.max_score:g}  (correctness {r.correctness_points:g}, "
                f"performance {perf_pts:g})")

@@ -19,6 +19,7 @@ class Verdict(str, enum.Enum):
     RACE = "race"                                # compute-sanitizer found a data race, right result or not
     INVALID_MEASUREMENT = "invalid_measurement"  # correct, but timed above the GPU's peak
     NOT_RUN = "not_run"                          # a case skipped after an earlier timeout
+    SKIPPED = "skipped"                          # not graded on this machine (too few GPUs)
 
 
 @dataclass
@@ -122,6 +123,8 @@ class GpuInfo:
     bus_width_bits: int = 0
     driver: str = ""
     """Driver (CUDA) version."""
+    count: int = 1
+    """How many CUDA GPUs the machine has (the others are taken to be the same model)."""
     model: Optional[str] = None
     """The model key in assignments/gpus.json, or None for a GPU the kit does not know."""
 

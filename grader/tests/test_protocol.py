@@ -71,12 +71,12 @@ def test_new_secret_gives_a_different_64_bit_value_each_time():
 
 def test_a_plan_line_has_kind_id_seed_tol_reference_then_extras_then_params():
     line = protocol.plan_line("case", "n17", 42, 1e-10, "cpu", {"n": 17})
-    assert line == "case id=n17 seed=42 tol=1e-10 reference=cpu n=17"
+    assert line == "case id=n17 seed=42 rtol=1e-10 reference=cpu n=17"
 
 
 def test_a_plan_line_puts_extras_before_params():
     line = protocol.plan_line("timed", "n4096", 7, 1e-10, "library", {"n": 4096, "m": 3}, warmup=2, runs=10)
-    assert line == "timed id=n4096 seed=7 tol=1e-10 reference=library warmup=2 runs=10 n=4096 m=3"
+    assert line == "timed id=n4096 seed=7 rtol=1e-10 reference=library warmup=2 runs=10 n=4096 m=3"
 
 
 def test_a_plan_line_writes_the_tolerance_without_losing_digits():

@@ -62,12 +62,14 @@ inline uint64_t run_seed(uint64_t case_seed, int run) { return mix64(case_seed +
 // ---------------------------------------------------------------------------------------------
 // Arrays of a problem.
 enum class DType { f64, f32 };
-enum class Role { in, out, inout };
+// scratch: filled like an input, free for the code under test to overwrite, never compared.
+enum class Role { in, out, inout, scratch };
 
 // How an input is filled. Uniform values avoid zeros (which hide unwritten outputs and wrong
 // indexing); integer values make sums exact in any order.
+// custom: the problem fills the array itself (Problem::fill_custom), e.g. a physical set-up.
 struct Fill {
-    enum Kind { uniform, integers, constant } kind = uniform;
+    enum Kind { uniform, integers, constant, custom } kind = uniform;
     double lo = -1.0, hi = 1.0;  // uniform: [lo, hi); integers: lo..hi inclusive; constant: lo
 };
 
@@ -77,6 +79,7 @@ struct ArraySpec {
     size_t count;
     Role role;
     Fill fill = {};
+    int device = 0;  // the GPU that holds it (multi-GPU problems)
 };
 
 inline size_t dtype_size(DType t) { return t == DType::f64 ? 8 : 4; }
@@ -95,21 +98,29 @@ constexpr uint64_t kPoison64 = 0x7FF8DEADBEEF0BADull;
 constexpr uint32_t kPoison32 = 0x7FC0DEADu;
 
 // ---------------------------------------------------------------------------------------------
-// One case of a plan: an id, a seed and named integer parameters (n, m, k, w, ...).
+// One case of a plan: an id, a seed and named parameters (n, m, k, w, a tolerance, ...).
 struct Case {
     std::string id;
     uint64_t seed = 0;
     bool timed = false;
     int warmup = 0, runs = 0;
-    double tol = 0;
+    double tol = 0;                 // relative error allowed in the outputs
     std::string reference = "cpu";  // "cpu" or "library": how the checker computes the truth
-    std::map<std::string, long long> params;
+    std::map<std::string, double> params;
 
+    // An integer parameter (sizes, counts); a value with a fraction is an error.
     long long get(const std::string& key) const {
+        double v = real(key);
+        if (v != (double)(long long)v) throw std::runtime_error("case " + id + ": parameter '" + key + "' must be an integer");
+        return (long long)v;
+    }
+    // A real parameter (e.g. a convergence tolerance).
+    double real(const std::string& key) const {
         auto it = params.find(key);
         if (it == params.end()) throw std::runtime_error("case " + id + " has no parameter '" + key + "'");
         return it->second;
     }
+    bool has(const std::string& key) const { return params.count(key) != 0; }
 };
 
 // Named pointers to a case's arrays, all on the host or all on the device.
@@ -160,6 +171,19 @@ struct Problem {
     virtual std::vector<std::string> libraries() const { return {"library"}; }
     // Checker side: elements of an output that must keep their input value (e.g. a triangle).
     virtual bool is_protected(const Case&, const std::string& array, size_t index) const { return false; }
+
+    // Both sides: fill array `index` (whose Fill is custom) from `seed`, on the device or the host.
+    // Host and device must produce the same bits.
+    virtual void fill_custom(const Case&, uint64_t seed, size_t index, Arrays& arrays, bool device) const;
+
+    // Checker side, for problems with more than one right answer. `expected` is the truth for `c`;
+    // `got` holds the value handed over for every one-element output. Return true, with `redo` set,
+    // when the answer handed over is also acceptable but its truth is that of case `redo` (jacobi: a
+    // sweep count one off where the norm crossed tol within rounding).
+    virtual bool retarget(const Case& c, const Arrays& expected, const std::map<std::string, double>& got,
+                          Case& redo) const {
+        return false;
+    }
 };
 
 Problem& problem();  // the one problem linked into this binary
@@ -191,15 +215,13 @@ struct DeviceFault {
     explicit operator bool() const { return err != cudaSuccess; }
 };
 
-// Waits for all device work and returns its first error. A fault while running is sticky and
-// reported by the sync; a launch refused at configuration time (too many threads, too much shared
-// memory) is reported only by cudaGetLastError, while the sync succeeds.
-inline DeviceFault settle() {
-    cudaError_t launch = cudaGetLastError();
-    cudaError_t sync = cudaDeviceSynchronize();
-    if (sync != cudaSuccess) return {sync, false};
-    return {launch, launch != cudaSuccess};
-}
+// Waits for all work on every GPU the case's arrays live on and returns the first error. A fault
+// while running is sticky and reported by the sync; a launch refused at configuration time (too
+// many threads, too much shared memory) is reported only by cudaGetLastError, while the sync
+// succeeds. Leaves device 0 current.
+DeviceFault settle();
+// How many GPUs (0..k-1) the arrays allocated so far live on.
+int devices_in_use();
 
 // Times `body` `runs` times after `warmup` untimed calls. Before each call `prepare(i)` sets up
 // fresh inputs (untimed; warm-up calls get negative i), then the L2 cache is flushed and its
@@ -249,7 +271,7 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
     for (int i = 0; i < runs; ++i) {
         prepare(i);
         flush_l2();
-        CUDA_CHECK(cudaDeviceSynchronize());
+        if (DeviceFault f = settle()) throw f;
         double t0 = now_ms();
         body();
         DeviceFault f = settle();

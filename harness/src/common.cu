@@ -30,12 +30,14 @@ static void side_missing(const char* what) {
 void Problem::run_submission(const Case&, Arrays&) const { side_missing("run_submission"); }
 void Problem::reference_cpu(const Case&, Arrays&) const { side_missing("reference_cpu"); }
 void Problem::reference_library(const Case&, Arrays&, size_t) const { side_missing("reference_library"); }
+void Problem::fill_custom(const Case&, uint64_t, size_t, Arrays&, bool) const { side_missing("fill_custom"); }
 
 // --------------------------------------------------------------------------------------------
 // Plans. One case per line: `case` or `timed`, then key=value tokens. Reserved keys: id, seed,
-// tol, reference, warmup, runs; every other key is an integer parameter of the problem.
-//   case  id=n17 seed=123 tol=1e-10 reference=cpu n=17
-//   timed id=graded seed=456 tol=1e-10 reference=library warmup=2 runs=10 n=4096
+// rtol (the relative error allowed), reference, warmup, runs; every other key is a parameter of
+// the problem (a number: Case::get reads integers, Case::real reals).
+//   case  id=n17 seed=123 rtol=1e-10 reference=cpu n=17
+//   timed id=graded seed=456 rtol=1e-10 reference=library warmup=2 runs=10 n=4096
 std::vector<Case> read_plan(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot read plan file " + path);
@@ -60,11 +62,11 @@ std::vector<Case> read_plan(const std::string& path) {
             try {
                 if (key == "id") c.id = value;
                 else if (key == "seed") c.seed = std::stoull(value);
-                else if (key == "tol") c.tol = std::stod(value);
+                else if (key == "rtol") c.tol = std::stod(value);
                 else if (key == "reference") c.reference = value;
                 else if (key == "warmup") c.warmup = std::stoi(value);
                 else if (key == "runs") c.runs = std::stoi(value);
-                else c.params[key] = std::stoll(value);
+                else c.params[key] = std::stod(value);
             } catch (const std::logic_error&) {
                 throw std::runtime_error(path + ":" + std::to_string(lineno) + ": bad value in '" + tok + "'");
             }
@@ -78,14 +80,20 @@ std::vector<Case> read_plan(const std::string& path) {
 
 // --------------------------------------------------------------------------------------------
 // Arrays.
+static int g_devices_in_use = 1;
+int devices_in_use() { return g_devices_in_use; }
+
 DeviceArrays::DeviceArrays(const std::vector<ArraySpec>& s) {
     specs = s;
     for (const auto& a : specs) {
         void* p = nullptr;
+        g_devices_in_use = std::max(g_devices_in_use, a.device + 1);
+        CUDA_CHECK(cudaSetDevice(a.device));
         // At least one element, so that n = 1 and empty cases still get a valid pointer.
         CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(a.count, 1) * dtype_size(a.dtype)));
         ptrs.push_back(p);
     }
+    CUDA_CHECK(cudaSetDevice(0));
 }
 DeviceArrays::~DeviceArrays() {
     for (void* p : ptrs) cudaFree(p);
@@ -95,7 +103,7 @@ HostArrays::HostArrays(const std::vector<ArraySpec>& s, bool outputs_only) {
     specs = s;
     storage.resize(specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
-        if (outputs_only && specs[i].role == Role::in) {
+        if (outputs_only && (specs[i].role == Role::in || specs[i].role == Role::scratch)) {
             ptrs.push_back(nullptr);
             continue;
         }
@@ -119,22 +127,30 @@ __global__ void poison_kernel(T* x, size_t count, T poison) {
 
 static unsigned grid_for(size_t count) { return (unsigned)std::min<size_t>((count + 255) / 256, 65535); }
 
-void fill_inputs_device(const Case&, uint64_t seed, Arrays& dev) {
+void fill_inputs_device(const Case& c, uint64_t seed, Arrays& dev) {
     for (size_t a = 0; a < dev.specs.size(); ++a) {
         const ArraySpec& s = dev.specs[a];
         if (s.role == Role::out || s.count == 0) continue;
-        if (s.dtype == DType::f64)
+        CUDA_CHECK(cudaSetDevice(s.device));
+        if (s.fill.kind == Fill::custom)
+            problem().fill_custom(c, seed, a, dev, true);
+        else if (s.dtype == DType::f64)
             fill_kernel<<<grid_for(s.count), 256>>>((double*)dev.ptrs[a], s.count, s.fill, seed, a);
         else
             fill_kernel<<<grid_for(s.count), 256>>>((float*)dev.ptrs[a], s.count, s.fill, seed, a);
         CUDA_CHECK(cudaGetLastError());
     }
+    CUDA_CHECK(cudaSetDevice(0));
 }
 
-void fill_inputs_host(const Case&, uint64_t seed, Arrays& host) {
+void fill_inputs_host(const Case& c, uint64_t seed, Arrays& host) {
     for (size_t a = 0; a < host.specs.size(); ++a) {
         const ArraySpec& s = host.specs[a];
         if (s.role == Role::out) continue;
+        if (s.fill.kind == Fill::custom) {
+            problem().fill_custom(c, seed, a, host, false);
+            continue;
+        }
         for (size_t i = 0; i < s.count; ++i) {
             double v = fill_value(s.fill, seed, a, i);
             if (s.dtype == DType::f64) ((double*)host.ptrs[a])[i] = v;
@@ -147,6 +163,7 @@ void poison_outputs_device(Arrays& dev) {
     for (size_t a = 0; a < dev.specs.size(); ++a) {
         const ArraySpec& s = dev.specs[a];
         if (s.role != Role::out || s.count == 0) continue;
+        CUDA_CHECK(cudaSetDevice(s.device));
         if (s.dtype == DType::f64) {
             double p;
             std::memcpy(&p, &kPoison64, 8);
@@ -158,6 +175,7 @@ void poison_outputs_device(Arrays& dev) {
         }
         CUDA_CHECK(cudaGetLastError());
     }
+    CUDA_CHECK(cudaSetDevice(0));
 }
 
 std::vector<size_t> probe_positions(uint64_t seed, size_t count) {
@@ -180,19 +198,37 @@ double now_ms() {
     return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
+// On every GPU in use; leaves device 0 current.
 void flush_l2() {
-    static void* buf = nullptr;
-    static size_t bytes = 0;
+    constexpr int kMaxDevices = 16;
+    static void* buf[kMaxDevices] = {};
+    static size_t bytes[kMaxDevices] = {};
     static int calls = 0;
-    if (!buf) {
-        int dev = 0, l2 = 0;
-        CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-        bytes = std::max<size_t>(2 * (size_t)l2, 8u << 20);  // twice the L2: every line is evicted
-        CUDA_CHECK(cudaMalloc(&buf, bytes));
+    ++calls;
+    for (int dev = 0; dev < std::min(devices_in_use(), kMaxDevices); ++dev) {
+        CUDA_CHECK(cudaSetDevice(dev));
+        if (!buf[dev]) {
+            int l2 = 0;
+            CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+            bytes[dev] = std::max<size_t>(2 * (size_t)l2, 8u << 20);  // twice the L2: every line is evicted
+            CUDA_CHECK(cudaMalloc(&buf[dev], bytes[dev]));
+        }
+        CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+        CUDA_CHECK(cudaMemsetAsync(buf[dev], calls & 0xff, bytes[dev]));
     }
-    CUDA_CHECK(cudaCtxResetPersistingL2Cache());
-    CUDA_CHECK(cudaMemsetAsync(buf, ++calls & 0xff, bytes));
+    CUDA_CHECK(cudaSetDevice(0));
+}
+
+DeviceFault settle() {
+    cudaError_t launch = cudaGetLastError();
+    cudaError_t sync = cudaSuccess;
+    for (int dev = devices_in_use() - 1; dev >= 0; --dev) {
+        cudaError_t e = cudaSetDevice(dev);
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        if (sync == cudaSuccess) sync = e;
+    }
+    if (sync != cudaSuccess) return {sync, false};
+    return {launch, launch != cudaSuccess};
 }
 
 // --------------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ void write_file(const std::string& path, const void* data, size_t bytes) {
 void dump_outputs(const std::string& dir, const Case& c, int run, uint64_t seed, const Arrays& dev) {
     for (size_t a = 0; a < dev.specs.size(); ++a) {
         const ArraySpec& s = dev.specs[a];
-        if (s.role == Role::in) continue;
+        if (s.role == Role::in || s.role == Role::scratch) continue;
         size_t esize = dtype_size(s.dtype);
         std::vector<unsigned char> host(s.count * esize);
         CUDA_CHECK(cudaMemcpy(host.data(), dev.ptrs[a], host.size(), cudaMemcpyDeviceToHost));

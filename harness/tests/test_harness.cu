@@ -101,8 +101,8 @@ TEST_CASE("a plan file gives cases with their seeds, tolerances and parameters")
     {
         std::ofstream f(path);
         f << "# comment\n"
-          << "case id=n17 seed=123 tol=1e-10 reference=cpu n=17\n"
-          << "timed id=big seed=18446744073709551615 tol=1e-09 reference=library warmup=2 runs=10 m=5 n=7\n";
+          << "case id=n17 seed=123 rtol=1e-10 reference=cpu n=17\n"
+          << "timed id=big seed=18446744073709551615 rtol=1e-09 reference=library warmup=2 runs=10 m=5 n=7\n";
     }
     auto cases = read_plan(path);
     REQUIRE(cases.size() == 2);
@@ -116,6 +116,21 @@ TEST_CASE("a plan file gives cases with their seeds, tolerances and parameters")
     CHECK(cases[1].reference == "library");
     CHECK(cases[1].get("m") * cases[1].get("n") == 35);
     CHECK_THROWS_WITH(cases[0].get("k"), Catch::Contains("no parameter 'k'"));
+}
+
+TEST_CASE("a plan's real parameter reads as a real, and as an integer only when it is whole") {
+    const char* path = "/tmp/kit_test_real_plan.txt";
+    {
+        std::ofstream f(path);
+        f << "case id=c seed=1 rtol=1e-10 reference=cpu n=512 tol=150.5 noise=0.001\n";
+    }
+    auto cases = read_plan(path);
+    REQUIRE(cases.size() == 1);
+    CHECK(cases[0].tol == 1e-10);
+    CHECK(cases[0].real("tol") == 150.5);
+    CHECK(cases[0].real("noise") == 0.001);
+    CHECK(cases[0].get("n") == 512);
+    CHECK_THROWS_WITH(cases[0].get("tol"), Catch::Contains("must be an integer"));
 }
 
 TEST_CASE("a malformed plan line is an error that names the file and line") {
