@@ -3,6 +3,10 @@
 #   make grade [A=trmm] [SUBMISSION=path/to/kernel.cu]   build, check, time and score
 #   make test                                             the kit's own tests (C++, Python, GPU)
 #   make harness [A=...] [ARCH=sm_90]                     build the harness only
+#   make slides-bench                                     lecture examples: check, time, tables per GPU
+#   make grade ... HIDDEN=1                               include the hidden cases (TA grading)
+#   make handouts [HANDOUTS_OUT=dir] | make dist [DIST_OUT=file.tar.gz]   for instructors
+#   make batch SUBMISSIONS=dir [OUT=dir] [REGRADE=student]   grade a whole class (TAs)
 #
 # The grader (grader/, plain Python 3) calls the internal targets at the bottom to build the
 # harness once per GPU architecture and to compile each submission on its own.
@@ -17,20 +21,42 @@ ARCH ?= $(shell $(GRADER) arch 2>/dev/null || echo sm_90)
 BUILD := build/$(ARCH)
 NVCCFLAGS := -std=c++17 -O3 -arch=$(ARCH) -Iharness/include -Xcompiler -Wall
 HEADERS := $(wildcard harness/include/*.cuh harness/include/*.h)
+# An assignment's headers (a problem may share another's, as jacobi_2gpu does jacobi's).
+PROBLEM_HEADERS := $(wildcard assignments/*/*.h assignments/*/*.cuh)
 
 # Keep the objects the grader links against.
 .SECONDARY:
 
-.PHONY: all grade test test-cpp test-python harness clean help
+.PHONY: all grade test test-cpp test-python harness clean help slides-bench handouts dist
 all: help
 help:
-	@sed -n '3,6p' Makefile
+	@sed -n '3,9p' Makefile
 
 grade:
-	@$(GRADER) grade $(A) $(if $(SUBMISSION),--submission $(SUBMISSION))
+	@$(GRADER) grade $(A) $(if $(SUBMISSION),--submission $(SUBMISSION)) $(if $(filter 1 yes true,$(HIDDEN)),--hidden)
 
 test:
 	@sh tools/test.sh
+
+# The lecture examples (slides_examples/): every version checked, then timed on this GPU.
+slides-bench:
+	$(MAKE) -C slides_examples bench
+
+# TAs: every student entry in SUBMISSIONS graded (see README, "TAs"). OUT (default grades/batch),
+# JOBS (parallel builds), REGRADE (students graded again), A (only these assignments),
+# BATCH_FLAGS (more options of `python3 -m grader batch --help`). OUT is read from the command line
+# only, never from the environment.
+.PHONY: batch
+batch:
+	@$(if $(SUBMISSIONS),,$(error make batch needs SUBMISSIONS=folder with one entry per student))$(GRADER) batch $(SUBMISSIONS) \
+		$(if $(filter command line,$(origin OUT)),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
+		$(if $(filter command line,$(origin A)),--assignments $(A)) $(if $(REGRADE),--regrade $(REGRADE)) $(BATCH_FLAGS)
+
+# Instructors: the handouts (build/handouts/) and the student kit (build/dist/cuda-kit-student.tar.gz),
+# with a Python that has Jinja2 (tools/handouts_env.sh sets one up) and Chromium for the PDFs.
+handouts dist:
+	@py=$$(sh tools/handouts_env.sh) && PYTHONPATH=$(CURDIR)/grader $$py -m grader $@ \
+	    $(if $(filter handouts,$@),$(if $(HANDOUTS_OUT),--out $(HANDOUTS_OUT)),$(if $(DIST_OUT),--out $(DIST_OUT)))
 
 # ---------------------------------------------------------------------------------------------
 # The harness: shared objects, then per assignment the checker (a whole program, no student code)
@@ -42,11 +68,11 @@ $(BUILD)/harness/%.o: harness/src/%.cu $(HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/%/problem_runner.o: assignments/%/problem.cu $(HEADERS) $(wildcard assignments/%/*.h)
+$(BUILD)/%/problem_runner.o: assignments/%/problem.cu $(HEADERS) $(PROBLEM_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -DKIT_RUNNER -c $< -o $@
 
-$(BUILD)/%/problem_checker.o: assignments/%/problem.cu $(HEADERS) $(wildcard assignments/%/*.h)
+$(BUILD)/%/problem_checker.o: assignments/%/problem.cu $(HEADERS) $(PROBLEM_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -c $< -o $@
 
@@ -65,7 +91,7 @@ link-runner:
 CATCH_TESTS := harness/tests/catch_main.cu harness/tests/test_harness.cu $(foreach a,$(ASSIGNMENTS),$(wildcard assignments/$(a)/test_*.cu))
 CATCH_OBJS := $(patsubst %.cu,$(BUILD)/tests/%.o,$(CATCH_TESTS))
 
-$(BUILD)/tests/%.o: %.cu $(HEADERS)
+$(BUILD)/tests/%.o: %.cu $(HEADERS) $(PROBLEM_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

@@ -40,8 +40,11 @@ def require_nvcc() -> str:
     return nvcc
 
 
-def make(args: list, log: Path, timeout: float) -> sandbox.Run:
-    return sandbox.run(["make", "--no-print-directory", "-s", "-C", str(ROOT), *args], ROOT, log, timeout)
+def make(args: list, log: Path, timeout: float, untrusted: Path = None) -> sandbox.Run:
+    """`make` in the kit's folder; with `untrusted` (a submission's work folder) it reads student
+    code, so it runs there inside the sandbox's jail, where one is set."""
+    return sandbox.run(["make", "--no-print-directory", "-s", "-C", str(ROOT), *args], untrusted or ROOT, log,
+                       timeout, untrusted=untrusted is not None)
 
 
 def build_harness(task: Task, arch: str, log: Path) -> None:
@@ -66,7 +69,7 @@ def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> t
     except OSError as e:
         return False, f"cannot read the submission {src}: {e.strerror}"
     run = make(["student-object", f"ARCH={arch}", f"SRC={dst}", f"OBJ={workdir / 'kernel.o'}"],
-               workdir / "build.log", timeout)
+               workdir / "build.log", timeout, untrusted=workdir)
     text = _clean(sandbox.tail(workdir / "build.log", 20000), workdir)
     if run.timed_out:
         return False, f"the compiler did not finish within {timeout:.0f} s"

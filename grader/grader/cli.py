@@ -3,10 +3,17 @@
   python -m grader grade [ASSIGNMENT ...] [--submission FILE] [--json FILE]
   python -m grader arch            the local GPU's sm_XY (sm_90 without a GPU)
   python -m grader list            the registry
+  python -m grader batch DIR [--out DIR] [--jobs N] [--regrade STUDENT ...]   a whole class (TAs)
+  python -m grader gradescope [--root /autograder]                            inside Gradescope
+  python -m grader handouts [--out DIR]    every handout (Markdown, HTML, PDF) and the index
+  python -m grader dist [--out FILE]       the student kit, a .tar.gz
+  python -m grader bench [ASSIGNMENT ...] [--out DIR] [--repeat N]   the references, baselines and limits on this GPU
+  python -m grader calibrate [ASSIGNMENT ...] [--estimate] [--write] per-GPU threshold profiles
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
@@ -28,6 +35,45 @@ def main(argv=None) -> int:
     g.add_argument("--json", type=Path, help="where to write the JSON record (default: grades/<name>.json)")
     g.add_argument("--seed", type=lambda s: int(s, 0), help="fixed secret, for reproducible inputs (debugging)")
     g.add_argument("--keep", action="store_true", help="keep the work folder (plans, dumps, logs)")
+    g.add_argument("--hidden", action="store_true", help="include the hidden cases (TA grading)")
+    h = sub.add_parser("handouts", help="render every handout (Markdown, HTML, PDF) and the index")
+    h.add_argument("--out", type=Path, help="output folder (default: build/handouts)")
+    h.add_argument("--no-pdf", action="store_true", help="Markdown and HTML only (no Chromium needed)")
+    h.add_argument("--templates", type=Path, help="the templates' folder (default: handouts/)")
+    d = sub.add_parser("dist", help="build the student kit (no references, no hidden cases)")
+    d.add_argument("--out", type=Path, help="the tarball (default: build/dist/cuda-kit-student.tar.gz)")
+    d.add_argument("--no-pdf", action="store_true", help="handouts in Markdown and HTML only (no Chromium needed)")
+    b = sub.add_parser("batch", help="grade a whole class: every student entry in a folder (TAs)")
+    b.add_argument("submissions", type=Path, help="folder with one entry per student (folder, .zip, .tar.gz, "
+                                                   "or a Gradescope/LMS export)")
+    b.add_argument("--out", type=Path, help="output folder (default: grades/batch)")
+    b.add_argument("--jobs", type=int, help="parallel builds (default: one per CPU core)")
+    b.add_argument("--assignments", nargs="+", metavar="A", help="grade only these assignments")
+    b.add_argument("--regrade", nargs="+", metavar="STUDENT", help="grade these students again")
+    b.add_argument("--regrade-all", action="store_true", help="grade everything again")
+    b.add_argument("--timed-runs", type=int, help="timed runs per graded case (at least 10) instead of the task's")
+    b.add_argument("--no-reference", action="store_true", help="do not time the reference solution for the plots")
+    b.add_argument("--no-isolation", action="store_true", help="run submissions without the jail (debugging only)")
+    b.add_argument("--memory-gib", type=float, default=16, help="host memory (RLIMIT_DATA) per submission's "
+                                                                 "program, GiB (0: no limit; default 16)")
+    gs = sub.add_parser("gradescope", help="grade inside Gradescope's autograder (source/, submission/, results/)")
+    gs.add_argument("--root", type=Path, default=Path("/autograder"), help="the autograder folder (default /autograder)")
+    gs.add_argument("--assignments", nargs="+", metavar="A", help="the assignments this autograder grades "
+                                                                  "(default: whichever files the submission holds)")
+    be = sub.add_parser("bench", help="grade every hidden reference on this GPU: rates next to the library "
+                                      "baselines and the physical limit, stage times, spread over repeats")
+    be.add_argument("assignments", nargs="*", help="assignment names (default: all in the registry)")
+    be.add_argument("--out", type=Path, help="output folder (default: bench/<gpu>/)")
+    be.add_argument("--repeat", type=int, default=1, help="grade each reference N times and report the spread "
+                                                          "of its rate (default 1)")
+    ca = sub.add_parser("calibrate", help="measure the baselines on this GPU and make its threshold profile, "
+                                          "or (--estimate) estimate the profiles of the other GPUs")
+    ca.add_argument("assignments", nargs="*", help="assignment names (default: all in the registry)")
+    ca.add_argument("--write", action="store_true", help="store the profiles in the task files "
+                                                         "(default: only print them)")
+    ca.add_argument("--estimate", action="store_true", help="no measuring (no GPU needed): derive the profiles of "
+                                                            "the GPUs of gpus.json without a measured one from a "
+                                                            "measured one by datasheet ratios")
     sub.add_parser("arch", help="print the local GPU's architecture (sm_90 without a GPU)")
     sub.add_parser("list", help="list the assignments")
     args = ap.parse_args(argv)
@@ -40,6 +86,11 @@ def main(argv=None) -> int:
             for name in tasks.registry():
                 print(f"{name:<10} {tasks.load(name).title}")
             return 0
+        if args.verb in ("batch", "gradescope", "bench", "calibrate"):
+            return importlib.import_module(f".{args.verb}", __package__).main(args)
+        if args.verb in ("handouts", "dist"):
+            # Instructor-side modules (Jinja2, Chromium), imported only for their verb.
+            return importlib.import_module(f".{args.verb}", __package__).main(args)
         return _grade(args)
     except (tasks.TaskError, KitError, gpu.NoGpu) as e:
         print(f"grader: {e}", file=sys.stderr)
@@ -50,7 +101,7 @@ def _grade(args) -> int:
     names = args.assignments or tasks.registry()
     if args.submission and len(names) != 1:
         raise tasks.TaskError("--submission grades one file: name one assignment (e.g. A=trmm)")
-    loaded = [tasks.load(n) for n in names]
+    loaded = [tasks.load(n, include_hidden=args.hidden) for n in names]
     if args.submission:
         if not args.submission.is_file():
             raise tasks.TaskError(f"submission {args.submission} is not a file")
@@ -63,6 +114,8 @@ def _grade(args) -> int:
         out = args.json or tasks.ROOT / "grades" / f"{task.name}.json"
         report.write_json(result, out)
         print(f"   Record: {out}\n", flush=True)
+        if result.verdict == Verdict.SKIPPED:
+            continue  # says why; not a mark against the submission
         if result.verdict != Verdict.CORRECT or result.score < result.max_score:
             worst = EXIT_NOT_FULL_MARKS
     return worst

@@ -44,28 +44,64 @@ def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options())
 
 
 def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path) -> GradeResult:
-    secret = opts.secret if opts.secret is not None else protocol.new_secret()
-    result = GradeResult(task.name, str(submission), Verdict.CORRECT, "", 0.0, task.max_score, gpu=gpu,
-                         seed_note="inputs from a fixed secret (reproducible run)" if opts.secret is not None
-                         else "inputs from a fresh secret seed")
+    result = new_result(task, submission, gpu, opts)
+    if skipped(task, gpu, result):
+        return result
     t0 = time.monotonic()
     build.build_harness(task, gpu.arch, work / "harness.log")  # once per architecture, then cached
     result.stage_seconds["harness"] = time.monotonic() - t0
+    if not build_stage(task, submission, gpu.arch, work, result):
+        return result
+    return gpu_stages(task, work, gpu, opts, result)
+
+
+def new_result(task: Task, submission: Path, gpu: GpuInfo, opts: Options) -> GradeResult:
+    """A record that starts as correct; the stages below mark what goes wrong."""
+    return GradeResult(task.name, str(submission), Verdict.CORRECT, "", 0.0, task.max_score, gpu=gpu,
+                       seed_note="inputs from a fixed secret (reproducible run)" if opts.secret is not None
+                       else "inputs from a fresh secret seed")
+
+
+def build_stage(task: Task, submission: Path, arch: str, work: Path, result: GradeResult) -> bool:
+    """The CPU part (the harness already built): kernel.cu compiled alone into work/, scanned for
+    forbidden calls, linked with the runner. False, with the verdict set, when it stops there.
+    Submissions may go through this in parallel, each in its own work folder."""
     t0 = time.monotonic()
-    ok, log = build.compile_submission(submission, work, gpu.arch, task.timeouts["build"])
+    ok, log = build.compile_submission(submission, work, arch, task.timeouts["build"])
     result.build_log = log
     if not ok:
-        return _fail(result, Verdict.BUILD_ERROR, "kernel.cu does not compile: " + _first_error(log))
+        _fail(result, Verdict.BUILD_ERROR, "kernel.cu does not compile: " + _first_error(log))
+        return False
     forbidden = build.scan_forbidden(work / "kernel.o")
     if forbidden:
         calls = ", ".join(f"{f.call} ({f.library})" for f in forbidden)
-        return _fail(result, Verdict.FORBIDDEN_CALL, f"kernel.cu calls what this assignment forbids: {calls}")
-    ok, log = build.link_runner(task, work, gpu.arch, task.timeouts["build"])
+        _fail(result, Verdict.FORBIDDEN_CALL, f"kernel.cu calls what this assignment forbids: {calls}")
+        return False
+    ok, log = build.link_runner(task, work, arch, task.timeouts["build"])
     result.build_log = (result.build_log + "\n" + log).strip()
     if not ok:
-        return _fail(result, Verdict.BUILD_ERROR, "kernel.cu does not link: " + _first_error(log))
+        _fail(result, Verdict.BUILD_ERROR, "kernel.cu does not link: " + _first_error(log))
+        return False
     result.stage_seconds["build"] = time.monotonic() - t0
+    return True
 
+
+def skipped(task: Task, gpu: GpuInfo, result: GradeResult) -> bool:
+    """True, with the verdict SKIPPED and the reason, where this machine has too few GPUs."""
+    if gpu.count >= task.gpus_required:
+        return False
+    result.verdict = Verdict.SKIPPED
+    result.message = (f"{task.name} needs {task.gpus_required} GPUs and this machine has {gpu.count}: "
+                      f"not graded here")
+    return True
+
+
+def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: GradeResult) -> GradeResult:
+    """The GPU part, on the runner build_stage() linked in work/: correctness, races, performance.
+    Timings must not share the GPU: run one submission's gpu_stages at a time."""
+    if skipped(task, gpu, result):
+        return result
+    secret = opts.secret if opts.secret is not None else protocol.new_secret()
     t0 = time.monotonic()
     seeds = {c.id: protocol.case_seed(c.seed, secret) for c in task.cases}
     result.cases = correctness(task, work, gpu.arch, seeds)
@@ -134,8 +170,8 @@ def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
                 seconds[r["case"]] = r.get("ms", 0) / 1000
         started = [r["case"] for r in records if r.get("event") == "start"]
         current = started[-1] if started and started[-1] not in verdicts else None
-        if run.returncode == 0 and not run.timed_out:
-            break
+        if run.returncode == 0 and not run.timed_out and all(c.id in verdicts for c in pending):
+            break  # (an exit(0) before the last case ends is a fault of the case it cut short)
         if run.returncode == protocol.EXIT_NO_GPU:
             raise NoGpu("no CUDA GPU: the runner could not open the device")
         ids = [c.id for c in pending]
@@ -176,7 +212,7 @@ def _run_runner(work: Path, plan: Path, dumps: Path, results: Path, case_limit: 
 
     results.write_text("")
     return sandbox.run([str(work / "runner"), str(plan), str(dumps), str(results)], work, work / "runner.log",
-                       timeout=case_limit * ncases + 60, watchdog=watchdog)
+                       timeout=case_limit * ncases + 60, watchdog=watchdog, untrusted=True)
 
 
 def _fault(run: sandbox.Run, records: list, case_id: str) -> tuple:
@@ -217,7 +253,9 @@ def _judge(task: Task, case: Case, records: list, seconds) -> CaseResult:
     if not records:
         return CaseResult(case.id, case.params, Verdict.INCORRECT, "the checker saw no output",
                           tolerance=case.tol, seconds=seconds)
-    worst = max(records, key=lambda r: (not r.get("pass"), _num(r.get("rel_error"))))
+    # The failing record that says most: nothing written beats a wrong value, which beats a small error.
+    worst = max(records, key=lambda r: (not r.get("pass"), bool(r.get("unwritten") or r.get("reason")),
+                                        _num(r.get("rel_error"))))
     msg = explain(worst, case.tol)
     verdict = Verdict.CORRECT if all(r.get("pass") for r in records) else Verdict.INCORRECT
     # The error norm covers only the elements that were written and finite: show it only when that
@@ -251,6 +289,8 @@ def explain(rec: dict, tol: float) -> str:
     rel = _num(rec.get("rel_error"))
     if rec.get("pass"):
         return f"relative error {rel:.1e}"
+    if "expected" in rec:  # a returned value, such as a count of sweeps
+        return f"{name} is {_num(rec.get('value')):.17g}, expected {_num(rec.get('expected')):.17g}"
     return (f"relative error {rel:.1e} exceeds the tolerance {tol:g} (worst: {name}[{rec.get('worst_index')}] = "
             f"{_num(rec.get('worst_got')):.17g}, expected {_num(rec.get('worst_want')):.17g})")
 
@@ -275,7 +315,8 @@ def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
         results.write_text("")
         run = sandbox.run([exe, "--tool", tool, "--error-exitcode", str(_SANITIZER_FOUND), "--print-limit", "10",
                            "--log-file", str(log), str(work / "runner"), str(plan), str(work / "dumps"), str(results)],
-                          work, work / f"sanitize-{tool}.out", timeout=task.timeouts.get("sanitize", 600))
+                          work, work / f"sanitize-{tool}.out", timeout=task.timeouts.get("sanitize", 600),
+                          untrusted=True)
         what = f"{tool} ({case.describe()})"
         if run.timed_out:
             result.sanitizer_note += f"{what}: did not finish in time, no finding. "
@@ -353,10 +394,16 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, seed: int, result: G
         return _perf_fail(result, Verdict.INCORRECT,
                           f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
 
-    work_units = task.work(g.params)
+    # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
+    returned = {}
+    for name in task.returned:
+        values = sorted(_num(r.get("value")) for r in checks[g.id] if r.get("array") == name and "value" in r)
+        if values:
+            returned[name] = values[len(values) // 2]
+    work_units = task.work(g.params, returned)
     timing = Timing([float(t) for t in timed["times_ms"]], graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
-    nbytes = task.bytes(g.params)
+    nbytes = task.bytes(g.params, returned)
     perf = Performance(g.id, g.params, task.metric, timing, rate,
                        gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
                        baseline_name=task.data["performance"].get("baseline", ""))
@@ -369,11 +416,14 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, seed: int, result: G
 
     per = float(task.data["metric"].get("per", 1.0))
     pk, pk_source = peak(gpu, task.peak_kind)
-    # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second. A bandwidth
-    # bound holds only for data that cannot sit in L2.
+    if task.gpus_required > 1:  # each GPU brings its own peak
+        pk, pk_source = pk * task.gpus_required, f"{task.gpus_required} x {pk_source}"
+    # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second.
     perf.peak = pk * 1e9 / per
-    if task.peak_kind == "dram" and (nbytes or 0) <= gpu.l2_bytes:
-        perf.peak = None
+    if task.peak_kind == "dram":
+        # The metric's rate when its bytes move at the bandwidth (for GB/s, the bandwidth itself).
+        # A bandwidth bound holds only for data that cannot sit in L2.
+        perf.peak = pk * 1e9 * work_units / nbytes if nbytes and nbytes > gpu.l2_bytes * task.gpus_required else None
     if perf.peak and rate > perf.peak:
         result.performance.append(perf)  # on the record, unscored
         return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
@@ -381,6 +431,7 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, seed: int, result: G
                           f"({pk_source}): the time cannot be right, so it is not scored")
     if perf.gbs and nbytes > gpu.l2_bytes:
         bw, bw_source = peak(gpu, "dram")
+        bw *= task.gpus_required
         if perf.gbs > bw:
             result.performance.append(perf)
             return _perf_fail(result, Verdict.INVALID_MEASUREMENT,

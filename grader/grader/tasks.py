@@ -4,13 +4,13 @@ from __future__ import annotations
 import ast
 import json
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 """The kit's top folder (the one with the Makefile)."""
 
-RESERVED = {"id", "seed", "reference", "scored", "why", "tolerance"}
+RESERVED = {"id", "seed", "reference", "scored", "why", "tolerance", "hidden"}
 
 
 class TaskError(Exception):
@@ -32,6 +32,9 @@ class Case:
     scored: bool = True
     """False for a case with nothing to compute (it checks that nothing is written): it must pass,
     but carries no share of the points, so that a submission doing nothing earns nothing."""
+    hidden: bool = False
+    """True for a case only TAs grade ("hidden": true in the task file): the student kit leaves it
+    out, and grading includes it only when asked (grade --hidden, make grade HIDDEN=1)."""
 
     def describe(self) -> str:
         return describe(self.params)
@@ -64,6 +67,8 @@ class Task:
     """Correctness cases, in order."""
     graded: list
     """The timed cases (Graded), each worth an equal share of the performance points."""
+    hidden: list = field(default_factory=list)
+    """The hidden cases of the task file, whether or not `cases` includes them."""
 
     @property
     def title(self) -> str:
@@ -93,15 +98,32 @@ class Task:
     def max_score(self) -> float:
         return float(self.points["correctness"] + self.points["performance"])
 
-    def work(self, params: dict) -> float:
+    @property
+    def gpus_required(self) -> int:
+        """GPUs the assignment needs (jacobi_2gpu: 2); elsewhere it is skipped, with the reason."""
+        return int(self.data.get("gpus_required", 1))
+
+    @property
+    def returned(self) -> dict:
+        """Values the entry point returns that the work depends on (jacobi: "sweeps"), each with
+        the formula of its bound: formulas use the checked value where one is known, else the bound."""
+        return self.data["metric"].get("returned", {})
+
+    def _vars(self, params: dict, returned) -> dict:
+        v = dict(params)
+        for name, bound in self.returned.items():
+            v[name] = (returned or {}).get(name, evaluate(bound, params))
+        return v
+
+    def work(self, params: dict, returned: dict = None) -> float:
         """Units of work of one call (FLOPs, bytes or updates) divided by the metric's scale."""
         m = self.data["metric"]
-        return evaluate(m["work"], params) / float(m.get("per", 1.0))
+        return evaluate(m["work"], self._vars(params, returned)) / float(m.get("per", 1.0))
 
-    def bytes(self, params: dict):
+    def bytes(self, params: dict, returned: dict = None):
         """Bytes that must cross DRAM at least once in one call, or None where not counted."""
         expr = self.data["metric"].get("bytes")
-        return evaluate(expr, params) if expr else None
+        return evaluate(expr, self._vars(params, returned)) if expr else None
 
     @property
     def sanitize(self):
@@ -156,8 +178,9 @@ def registry(root: Path = ROOT) -> list:
     return [w for line in lines for w in line.split("#", 1)[0].split()]
 
 
-def load(name: str, root: Path = ROOT) -> Task:
-    """The task of an assignment, validated; TaskError names the file and the problem."""
+def load(name: str, root: Path = ROOT, include_hidden: bool = False) -> Task:
+    """The task of an assignment, validated; TaskError names the file and the problem.
+    Its cases are the public ones, and the hidden ones too with include_hidden (TA grading)."""
     names = registry(root)
     if name not in names:
         raise TaskError(f"unknown assignment {name!r}; the registry lists: {', '.join(names)}")
@@ -169,16 +192,16 @@ def load(name: str, root: Path = ROOT) -> Task:
         raise TaskError(f"cannot read {path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise TaskError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
-    return parse(name, folder, data, str(path))
+    return parse(name, folder, data, str(path), include_hidden)
 
 
-HARNESS_WORDS = {"tol", "warmup", "runs", "case", "timed"}
+HARNESS_WORDS = {"rtol", "warmup", "runs", "case", "timed"}
 
 
-def parse(name: str, folder: Path, data: dict, where: str) -> Task:
+def parse(name: str, folder: Path, data: dict, where: str, include_hidden: bool = False) -> Task:
     """A validated Task; any problem with the file is a TaskError that names it."""
     try:
-        return _parse(name, folder, data, where)
+        return _parse(name, folder, data, where, include_hidden)
     except TaskError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
@@ -186,12 +209,13 @@ def parse(name: str, folder: Path, data: dict, where: str) -> Task:
         raise TaskError(f"{where}: malformed task file: {what}") from None
 
 
-def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
+def _parse(name: str, folder: Path, data: dict, where: str, include_hidden: bool = False) -> Task:
     for key in ("title", "entry_point", "metric", "tolerance", "cases", "graded", "timeouts_s", "points",
                 "performance"):
         if key not in data:
             raise TaskError(f"{where}: missing key {key!r}")
     cases, seen = [], set()
+    reals = set(data.get("real_parameters", []))  # e.g. a convergence tolerance; all others are integers
     for i, c in enumerate(data["cases"]):
         if "id" not in c or "seed" not in c:
             raise TaskError(f"{where}: case {i} needs an 'id' and a 'seed'")
@@ -205,17 +229,26 @@ def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
         for k, v in params.items():
             if k in HARNESS_WORDS:
                 raise TaskError(f"{where}: case {c['id']}: {k!r} is a word of the harness, not a parameter name")
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TaskError(f"{where}: case {c['id']}: parameter {k} must be an integer, not {v!r}")
+            if k in reals:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or abs(v) == float("inf"):
+                    raise TaskError(f"{where}: case {c['id']}: parameter {k} must be a number, not {v!r}")
+            elif isinstance(v, bool) or not isinstance(v, int):
+                raise TaskError(f"{where}: case {c['id']}: parameter {k} must be an integer, not {v!r}"
+                                + (" (list it under real_parameters if it is meant to be real)" if isinstance(v, float) else ""))
         tol = float(c.get("tolerance", data["tolerance"]["rel"]))
-        cases.append(Case(c["id"], params, int(c["seed"]), ref, tol, bool(c.get("scored", True))))
-    if not any(c.scored for c in cases):
+        hidden = c.get("hidden", False)
+        if not isinstance(hidden, bool):
+            raise TaskError(f"{where}: case {c['id']}: hidden must be true or false, not {hidden!r}")
+        cases.append(Case(c["id"], params, int(c["seed"]), ref, tol, bool(c.get("scored", True)), hidden))
+    if not any(c.scored and not c.hidden for c in cases):
         raise TaskError(f"{where}: no scored cases")
     graded = []
     for g in data["graded"] if isinstance(data["graded"], list) else [data["graded"]]:
         case = next((c for c in cases if c.id == g.get("id")), None)
         if case is None:
             raise TaskError(f"{where}: graded case {g.get('id')!r} is not among the cases")
+        if case.hidden:
+            raise TaskError(f"{where}: graded case {case.id!r} is hidden: the timed cases must be public")
         runs, warmup = int(g.get("runs", 10)), int(g.get("warmup", 2))
         if runs < 10:
             raise TaskError(f"{where}: graded.runs must be at least 10 (a median needs many runs), not {runs}")
@@ -241,7 +274,8 @@ def _parse(name: str, folder: Path, data: dict, where: str) -> Task:
                 raise TaskError(f"{where}: thresholds for {model} need one rate per tier ({len(tiers)})")
             if list(r) != sorted(r):
                 raise TaskError(f"{where}: thresholds for {model} must increase tier by tier")
-    task = Task(name, folder, data, cases, graded)
+    hidden = [c for c in cases if c.hidden]
+    task = Task(name, folder, data, [c for c in cases if include_hidden or not c.hidden], graded, hidden)
     if task.sanitize and not set(task.sanitize[1]) <= {"racecheck", "memcheck", "synccheck", "initcheck"}:
         raise TaskError(f"{where}: sanitize.tools must be among racecheck, memcheck, synccheck, initcheck")
     for c in cases:  # every formula must evaluate for every case: fail now, not mid-grading

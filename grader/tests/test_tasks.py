@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import tasks
+from grader import protocol, tasks
 from grader.tasks import TaskError
 
 TRMM = json.loads((tasks.ROOT / "assignments" / "trmm" / "task.json").read_text())
@@ -56,7 +56,7 @@ def test_the_registry_ignores_comments_and_blank_lines(tmp_path):
 def test_a_copy_of_trmms_task_file_loads_under_another_root(tmp_path):
     write_kit(tmp_path, TRMM)
     task = tasks.load("x", tmp_path)
-    assert [c.id for c in task.cases] == [c["id"] for c in TRMM["cases"]]
+    assert [c.id for c in task.cases] == [c["id"] for c in TRMM["cases"] if not c.get("hidden")]
     assert task.graded[0].case.id == TRMM["graded"]["id"]
     assert task.folder == tmp_path / "assignments" / "x"
 
@@ -243,13 +243,29 @@ def test_a_malformed_task_file_is_a_task_error_naming_the_file(tmp_path, mutate)
     assert str(path) in str(e.value)
 
 
+def test_a_parameter_listed_as_real_may_have_a_fraction_and_reaches_the_plan(tmp_path):
+    def mutate(d):
+        d["real_parameters"] = ["stop"]
+        case(d, "n17").update(stop=1.5e-3)
+    _, load = load_mutated(tmp_path, mutate)
+    c = next(c for c in load().cases if c.id == "n17")
+    assert c.params["stop"] == 1.5e-3
+    assert "stop=0.0015" in protocol.plan_line("case", c.id, 1, c.tol, c.reference, c.params)
+
+
+def test_a_real_parameter_not_listed_as_real_is_refused_with_a_hint(tmp_path):
+    _, load = load_mutated(tmp_path, lambda d: case(d, "n17").update(stop=1.5e-3))
+    with pytest.raises(TaskError, match="real_parameters"):
+        load()
+
+
 def test_a_boolean_parameter_is_not_taken_for_an_integer(tmp_path):
     _, load = load_mutated(tmp_path, lambda d: case(d, "n17").update(n=True))
     with pytest.raises(TaskError, match="integer"):
         load()
 
 
-@pytest.mark.parametrize("word", ["tol", "warmup", "runs"])
+@pytest.mark.parametrize("word", ["rtol", "warmup", "runs"])
 def test_a_parameter_named_like_a_harness_word_is_refused(tmp_path, word):
     _, load = load_mutated(tmp_path, lambda d: case(d, "n17").update({word: 3}))
     with pytest.raises(TaskError, match=word):

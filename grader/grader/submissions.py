@@ -1,0 +1,415 @@
+"""A class's submissions: one entry per student in a folder, each a folder, a .zip or a .tar.gz,
+plain or in Gradescope's or an LMS's export layout, holding kernel.cu files for some assignments.
+
+Which assignment a .cu file is for, first rule that decides:
+  1. a folder on its path named like the assignment (trmm/kernel.cu, hw/Trmm/src/kernel.cu);
+  2. its file name: the assignment's name, alone or joined with _ or - (trmm.cu, trmm_kernel.cu,
+     kernel-trmm.cu);
+  3. the entry point it defines (a .cu defining `void trmm(...) {` is for trmm), when it defines
+     exactly one assignment's.
+Where two files claim one assignment, one named kernel.cu wins, then the shorter path; the entry
+notes the others. Files no rule places are noted and not graded. An entry with no file for any
+assignment is listed as "nothing gradeable", with the reason.
+
+Layouts recognised:
+  - a folder or archive per student, named after the student (alice/, bob.zip, carol.tar.gz);
+  - Gradescope's "Export Submissions": submission_<id>/ folders beside a submission_metadata.yml
+    that names each folder's submitters (the whole export may also be one .zip in the folder);
+  - Canvas's bulk download: files named <student>_<late_>?<userid>_<submissionid>_<file> (grouped
+    by student; a file may itself be a .zip or a .tar.gz);
+  - Moodle's: folders named "<Full Name>_<id>_assignsubmission_file_".
+
+Archives are opened without trusting them: an absolute path, a `..`, a link or a device, more than
+MAX_FILES files or more than MAX_BYTES bytes in all refuses the whole archive, with the reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import stat
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Optional
+
+MAX_FILES = 2000
+MAX_BYTES = 64 << 20
+MAX_SOURCE_BYTES = 4 << 20
+"""A .cu file larger than this is not a kernel.cu (noted, not graded)."""
+ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
+_CANVAS = re.compile(r"^(?P<student>[A-Za-z0-9]+)_(?:late_)?(?P<uid>\d+)_(?P<sub>\d+)_(?P<file>.+)$", re.I)
+_MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_\w*$")
+
+
+class Refused(Exception):
+    """An archive that is not opened; the message says why."""
+
+
+@dataclass
+class Member:
+    id: str
+    """Who, as the gradebook names them (Gradescope's SID or email, the LMS's user, the entry's name)."""
+    name: str = ""
+    email: str = ""
+
+
+@dataclass
+class Entry:
+    student: str
+    """The entry's id: a file-name-safe word, unique in the batch (records/<student>/...)."""
+    source: str
+    """What it came from, relative to the submissions folder."""
+    layout: str
+    """folder, zip, tar.gz, gradescope, canvas or moodle."""
+    members: list = field(default_factory=list)
+    """The students it belongs to (several for a group submission); each gets a gradebook row."""
+    files: dict = field(default_factory=dict)
+    """assignment -> the .cu file graded for it (extracted under the staging folder)."""
+    shown: dict = field(default_factory=dict)
+    """assignment -> that file's path as the student named it, inside the entry."""
+    notes: list = field(default_factory=list)
+    """What the TA should know: ignored files, refused archives, ambiguities."""
+    problem: str = ""
+    """Why nothing is gradeable ("" when something is)."""
+
+    @property
+    def name(self) -> str:
+        return " & ".join(m.name or m.id for m in self.members) or self.student
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def safe_id(text: str) -> str:
+    word = re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip()).strip("._-")
+    return word[:80] or "student"
+
+
+def is_archive(path: Path) -> bool:
+    return path.name.lower().endswith(ARCHIVES)
+
+
+def archive_stem(path: Path) -> str:
+    low = path.name.lower()
+    for ext in ARCHIVES:
+        if low.endswith(ext):
+            return path.name[:-len(ext)]
+    return path.stem
+
+
+# ---------------------------------------------------------------------------------------------
+# Archives, opened safely.
+
+def _check_name(name: str) -> PurePosixPath:
+    if "\\" in name or name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        raise Refused(f"it holds an absolute path ({name})")
+    p = PurePosixPath(name)
+    if ".." in p.parts:
+        raise Refused(f"it holds a path that leaves the archive ({name})")
+    return p
+
+
+def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
+    """Extracts a .zip, .tar.gz or .tar into dest, refusing (Refused) anything unsafe. `budget`
+    ({"files": n, "bytes": n}) is shared with the archives nested in the same entry."""
+    budget = budget if budget is not None else {"files": MAX_FILES, "bytes": MAX_BYTES}
+    dest.mkdir(parents=True, exist_ok=True)
+
+    def take(nbytes: int, name: str):
+        budget["bytes"] -= nbytes
+        if budget["bytes"] < 0:
+            raise Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {name})")
+
+    def count(name: str):
+        budget["files"] -= 1
+        if budget["files"] < 0:
+            raise Refused(f"it holds more than {MAX_FILES} files")
+
+    def copy(src, target: Path, name: str):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as out:
+            while True:
+                chunk = src.read(1 << 16)
+                if not chunk:
+                    break
+                take(len(chunk), name)  # what is actually read counts, not what the header claims
+                out.write(chunk)
+
+    low = archive.name.lower()
+    try:
+        if low.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                for info in z.infolist():
+                    p = _check_name(info.filename)
+                    mode = info.external_attr >> 16
+                    if stat.S_ISLNK(mode):
+                        raise Refused(f"it holds a symbolic link ({info.filename})")
+                    count(info.filename)
+                    if info.is_dir():
+                        continue
+                    if info.file_size > budget["bytes"]:
+                        raise Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {info.filename})")
+                    with z.open(info) as src:
+                        copy(src, dest.joinpath(*p.parts), info.filename)
+        else:
+            with tarfile.open(archive, "r:*") as t:
+                for m in t:
+                    p = _check_name(m.name)
+                    if m.issym() or m.islnk():
+                        raise Refused(f"it holds a link ({m.name})")
+                    if not (m.isfile() or m.isdir()):
+                        raise Refused(f"it holds a device or special file ({m.name})")
+                    count(m.name)
+                    if m.isdir():
+                        continue
+                    if m.size > budget["bytes"]:
+                        raise Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {m.name})")
+                    src = t.extractfile(m)
+                    if src is not None:
+                        copy(src, dest.joinpath(*p.parts), m.name)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as e:
+        raise Refused(f"it cannot be read as an archive ({type(e).__name__}: {e})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Which file is for which assignment.
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def entry_name(entry_point: str) -> str:
+    """The function name in an entry point's signature: `void trmm(int n, ...)` -> trmm."""
+    return entry_point.split("(")[0].split()[-1]
+
+
+def assign(files: list, entry_points: dict) -> tuple:
+    """({assignment: (file, shown path)}, notes) for the .cu files found in an entry, given as
+    (path, path inside the entry); entry_points maps each assignment to its entry point."""
+    names = {a.lower(): a for a in entry_points}
+    claims = {}  # assignment -> [(rule, file, shown)]
+    notes = []
+    for f, rel in files:
+        rel = PurePosixPath(rel)
+        if f.stat().st_size > MAX_SOURCE_BYTES:
+            notes.append(f"{rel}: larger than {MAX_SOURCE_BYTES >> 20} MiB, not graded")
+            continue
+        found, rule = None, 0
+        for part in reversed(rel.parts[:-1]):  # 1. the nearest folder named like an assignment
+            if part.lower() in names:
+                found, rule = names[part.lower()], 1
+                break
+        if not found:  # 2. the file name: the longest assignment name in it, as a whole word
+            stem = PurePosixPath(rel.name).stem.lower()
+            hits = [a for low, a in names.items()
+                    if re.search(r"(^|[_\-. ])" + re.escape(low) + r"($|[_\-. ])", stem)]
+            longest = [a for a in hits if len(a) == max(map(len, hits))] if hits else []
+            if len(longest) == 1:
+                found, rule = longest[0], 2
+        if not found:  # 3. the entry point it defines
+            text = _strip_comments(f.read_text(errors="replace"))
+            defined = [a for a, ep in entry_points.items()
+                       if re.search(r"\b" + re.escape(entry_name(ep)) + r"\s*\([^;{}]*\)\s*\{", text)]
+            if len(defined) == 1:
+                found, rule = defined[0], 3
+            elif len(defined) > 1:
+                notes.append(f"{rel}: defines the entry points of {', '.join(defined)}; put it in a folder "
+                             f"named after one assignment; not graded")
+                continue
+        if not found:
+            notes.append(f"{rel}: not named after an assignment and defines no entry point; not graded")
+            continue
+        claims.setdefault(found, []).append((rule, f, rel))
+    chosen = {}
+    for a, cands in claims.items():
+        cands.sort(key=lambda c: (c[0], c[2].name != "kernel.cu", len(c[2].parts), str(c[2])))
+        chosen[a] = (cands[0][1], str(cands[0][2]))
+        for _, _, other in cands[1:]:
+            notes.append(f"{other}: another file for {a}; graded {cands[0][2]} instead")
+    return chosen, notes
+
+
+def sources(root: Path) -> list:
+    """The .cu files under root, in a stable order; links and hidden folders (.git, __MACOSX) skipped."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).parts
+        if any(part.startswith((".", "__MACOSX")) for part in rel):
+            continue
+        if p.is_symlink() or not p.is_file():
+            continue
+        if p.suffix.lower() == ".cu":
+            out.append(p)
+    return out
+
+
+def fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
+    """Places the entry's .cu files, those of the archives inside it too (one level, unpacked under
+    staging, never beside the student's files); sets entry.problem when nothing is gradeable."""
+    budget = {"files": MAX_FILES, "bytes": MAX_BYTES}
+    files = [(f, str(f.relative_to(root))) for f in sources(root)]
+    for arch in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and is_archive(p)):
+        rel = arch.relative_to(root)
+        inner = staging / safe_id(str(rel))
+        try:
+            extract(arch, inner, budget)
+        except Refused as e:
+            entry.notes.append(f"{rel}: archive refused: {e}")
+            continue
+        files += [(f, f"{rel}/{f.relative_to(inner)}") for f in sources(inner)]
+    chosen, notes = assign(files, entry_points)
+    entry.notes += notes
+    for a, (f, shown) in sorted(chosen.items()):
+        entry.files[a] = f
+        entry.shown[a] = shown
+    if not chosen:
+        refused = [n for n in entry.notes if "refused" in n]
+        if refused:
+            entry.problem = "nothing gradeable: " + refused[0]
+        elif not files:
+            entry.problem = "nothing gradeable: no .cu file in it"
+        else:
+            entry.problem = ("nothing gradeable: no .cu file is named after an assignment or defines an "
+                             "entry point (" + ", ".join(sorted(entry_points)) + ")")
+    return entry
+
+
+# ---------------------------------------------------------------------------------------------
+# The submissions folder.
+
+def gradescope_metadata(path: Path) -> dict:
+    """submission folder -> [Member] from Gradescope's submission_metadata.yml (its own small YAML
+    subset, read without a YAML library: the grader is standard-library only)."""
+    out, current, member = {}, None, None
+    for raw in path.read_text(errors="replace").splitlines():
+        if not raw.strip() or raw.startswith(("---", "#")):
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        line = raw.strip()
+        if indent == 0 and line.endswith(":"):
+            current, member = line[:-1].strip().strip("'\""), None
+            out[current] = []
+            continue
+        if current is None:
+            continue
+        m = re.match(r"^(-\s+)?:?(name|sid|email):\s*(.*)$", line)
+        if m:
+            value = m.group(3).strip().strip("'\"")
+            if m.group(1) or member is None:
+                member = Member("")
+                out[current].append(member)
+            setattr(member, {"sid": "id"}.get(m.group(2), m.group(2)), value)
+        elif line.startswith("-") and ":submitters:" not in line:
+            member = None
+    for members in out.values():
+        for m in members:
+            m.id = m.id or (m.email.split("@")[0] if m.email else "") or m.name
+    return out
+
+
+def _find_export(root: Path) -> Optional[Path]:
+    """The folder holding submission_metadata.yml: root itself or its only subfolder."""
+    if (root / "submission_metadata.yml").is_file():
+        return root
+    subs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX"))]
+    if len(subs) == 1 and (subs[0] / "submission_metadata.yml").is_file():
+        return subs[0]
+    return None
+
+
+def discover(folder: Path, entry_points: dict, staging: Path) -> list:
+    """Every entry in the submissions folder, with its files placed (see the module's doc).
+    Archives are unpacked under staging, which the caller keeps out of the submissions' reach."""
+    folder = Path(folder)
+    staging.mkdir(parents=True, exist_ok=True)
+    raw = []  # (student, source, layout, root or None, members, notes, problem)
+
+    def add_export(export: Path, source_prefix: str):
+        meta = gradescope_metadata(export / "submission_metadata.yml")
+        for sub in sorted(p for p in export.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            members = meta.get(sub.name) or [Member(sub.name)]
+            raw.append((members[0].id, f"{source_prefix}{sub.name}", "gradescope", sub, members, [], ""))
+        for missing in sorted(set(meta) - {p.name for p in export.iterdir()}):
+            members = meta[missing]
+            raw.append((members[0].id if members else missing, f"{source_prefix}{missing}", "gradescope", None,
+                        members, [], "nothing gradeable: Gradescope lists this submission but its folder is missing"))
+
+    export = _find_export(folder)
+    if export is not None:
+        add_export(export, "" if export == folder else f"{export.name}/")
+        items = []
+    else:
+        items = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__MACOSX")
+    canvas = {}
+    for item in items:
+        if item.is_symlink():
+            raw.append((item.name, item.name, "link", None, [Member(item.name)], [],
+                        "nothing gradeable: a symbolic link, not followed"))
+        elif item.is_dir():
+            m = _MOODLE.match(item.name)
+            if m:
+                raw.append((m.group("name"), item.name, "moodle", item, [Member(m.group("uid"), m.group("name"))], [], ""))
+            else:
+                raw.append((item.name, item.name, "folder", item, [Member(item.name)], [], ""))
+        elif item.is_file() and (is_archive(item) or item.suffix.lower() == ".cu"):
+            m = _CANVAS.match(item.name)
+            if m:
+                canvas.setdefault((m.group("student"), m.group("uid")), []).append((item, m.group("file")))
+            elif is_archive(item):
+                dest = staging / "archives" / safe_id(item.name)
+                try:
+                    extract(item, dest)
+                except Refused as e:
+                    raw.append((archive_stem(item), item.name, _layout(item), None, [Member(archive_stem(item))], [],
+                                f"nothing gradeable: the archive was refused: {e}"))
+                    continue
+                inner = _find_export(dest)
+                if inner is not None:
+                    add_export(inner, f"{item.name}:")
+                    continue
+                raw.append((archive_stem(item), item.name, _layout(item), dest, [Member(archive_stem(item))], [], ""))
+            else:  # a lone .cu named after the student
+                dest = staging / "loose" / safe_id(item.name)
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(item, dest / "kernel.cu")
+                raw.append((item.stem, item.name, "file", dest, [Member(item.stem)], [], ""))
+        else:
+            raw.append((item.name, item.name, "file", None, [Member(item.name)], [],
+                        "nothing gradeable: not a folder, a .zip, a .tar.gz or a .cu file"))
+    for (student, uid), got in sorted(canvas.items()):
+        dest = staging / "canvas" / safe_id(f"{student}_{uid}")
+        notes = []
+        for item, name in got:
+            if is_archive(item):
+                try:
+                    extract(item, dest / safe_id(archive_stem(Path(name))))
+                except Refused as e:
+                    notes.append(f"{item.name}: archive refused: {e}")
+            else:
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(item, dest / safe_id(name))
+        raw.append((student, ", ".join(i.name for i, _ in got), "canvas", dest if dest.exists() else None,
+                    [Member(uid, student)], notes, ""))
+
+    entries, used = [], set()
+    for student, source, layout, root, members, notes, problem in raw:
+        sid = base = safe_id(student)
+        k = 2
+        while sid.lower() in used:
+            sid, k = f"{base}-{k}", k + 1
+        used.add(sid.lower())
+        e = Entry(sid, source, layout, members or [Member(sid)], notes=list(notes), problem=problem)
+        if root is not None and not problem:
+            fill(e, root, entry_points, staging / "fill" / sid)
+        elif not problem:
+            e.problem = "nothing gradeable: " + (notes[0] if notes else "nothing in it")
+        entries.append(e)
+    return entries
+
+
+def _layout(item: Path) -> str:
+    return "zip" if item.name.lower().endswith(".zip") else "tar.gz"

@@ -1,0 +1,553 @@
+"""The batch verb, without a GPU: entry discovery and safe unpacking, then whole batches whose
+runner and checker are tests/fake_harness.py replaying records taken on an NVIDIA H200
+(fixtures/batch/trmm/, which add trmm's hidden case), so that the gradebook, the records, the
+reports, results.json, resuming and regrading are the grader's own code at work. A GPU test runs
+a small real batch where there is a GPU."""
+import csv
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from grader import batch, build, grade, sandbox, submissions, tasks
+from grader import gpu as gpu_mod
+from grader.build import Forbidden
+from grader.results import GpuInfo
+
+HERE = Path(__file__).parent
+FIXTURES = HERE / "fixtures"
+FAKE = HERE / "fake_harness.py"
+SCENARIOS = FIXTURES / "batch" / "trmm"
+ENTRY = "void trmm(int n, const double* A, double* B) { }\n"
+EPS = {n: tasks.load(n).entry_point for n in tasks.registry()}
+
+
+def kernel(scenario: str) -> str:
+    """A kernel.cu the fake build recognises: its scenario names the recorded behaviour."""
+    return f"// scenario: {scenario}\n{ENTRY}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake kit: builds that read the scenario from kernel.cu, and a runner and a checker that
+# replay that scenario's records.
+
+def _wrapper(path: Path, role: str, scenario_from: str) -> None:
+    path.write_text("#!/bin/sh\n"
+                    f"KIT_FAKE_FIXTURE={SCENARIOS}/$(cat \"{scenario_from}\")\n"
+                    "export KIT_FAKE_FIXTURE\n"
+                    f"exec {sys.executable} {FAKE} {role} \"$@\"\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def _scenario(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("// scenario:"):
+            return line.split(":", 1)[1].strip()
+    return "reference"
+
+
+@pytest.fixture
+def fake_kit(monkeypatch, tmp_path):
+    """Replaces the nvcc builds and the harness with the replaying fake; returns the calls made."""
+    calls = {"gpu": [], "build": []}
+    checker = tmp_path / "fake-checker"
+    # The checker finds the scenario beside its plan (the submission's work folder).
+    checker.write_text("#!/bin/sh\n"
+                       "for a in \"$@\"; do case \"$a\" in *.plan) d=$(dirname \"$a\");; esac; done\n"
+                       f"KIT_FAKE_FIXTURE={SCENARIOS}/$(cat \"$d/scenario\")\n"
+                       "export KIT_FAKE_FIXTURE\n"
+                       f"exec {sys.executable} {FAKE} checker \"$@\"\n")
+    checker.chmod(0o755)
+
+    def compile_submission(src, work, arch, timeout):
+        text = Path(src).read_text()
+        calls["build"].append(str(src))
+        if "CRASH_THE_GRADER" in text:
+            raise RuntimeError("something in the kit broke")
+        (work / "kernel.cu").write_text(text)
+        (work / "scenario").write_text(_scenario(text))
+        if "COMPILE_ERROR" in text:
+            return False, 'kernel.cu(3): error: identifier "Bold" is undefined'
+        return True, ""
+
+    def scan_forbidden(obj):
+        return [Forbidden("cuBLAS", "cublasDtrmm")] if "cublasDtrmm" in (obj.parent / "kernel.cu").read_text() else []
+
+    def link_runner(task, work, arch, timeout):
+        if (work / "scenario").read_text() == "exit0":
+            (work / "runner").write_text("#!/bin/sh\nexit 0\n")
+            (work / "runner").chmod(0o755)
+        else:
+            _wrapper(work / "runner", "runner", work / "scenario")
+        return True, ""
+
+    real_gpu_stages = grade.gpu_stages
+
+    def gpu_stages(task, work, gpu, opts, result):
+        calls["gpu"].append(result.submission)
+        return real_gpu_stages(task, work, gpu, opts, result)
+
+    monkeypatch.setattr(build, "build_harness", lambda task, arch, log: None)
+    monkeypatch.setattr(build, "compile_submission", compile_submission)
+    monkeypatch.setattr(build, "scan_forbidden", scan_forbidden)
+    monkeypatch.setattr(build, "link_runner", link_runner)
+    monkeypatch.setattr(build, "checker_path", lambda task, arch: checker)
+    monkeypatch.setattr(grade, "gpu_stages", gpu_stages)
+    info = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
+    monkeypatch.setattr(gpu_mod, "detect", lambda: info)
+    return calls
+
+
+def args(subs: Path, out: Path, *extra) -> SimpleNamespace:
+    ns = SimpleNamespace(submissions=subs, out=out, jobs=2, assignments=["trmm"], regrade=None, regrade_all=False,
+                         timed_runs=None, no_reference=True, no_isolation=True, memory_gib=16)
+    for k, v in extra:
+        setattr(ns, k, v)
+    return ns
+
+
+def make_class(root: Path) -> Path:
+    """Five entries in as many layouts, one of them empty."""
+    subs = root / "subs"
+    (subs / "alice" / "trmm").mkdir(parents=True)
+    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    with zipfile.ZipFile(subs / "bob.zip", "w") as z:
+        z.writestr("hw/trmm_kernel.cu", kernel("no_bounds_check"))
+    with tarfile.open(subs / "carol.tar.gz", "w:gz") as t:
+        data = kernel("skeleton").encode()
+        info = tarfile.TarInfo("carol/kernel.cu")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    (subs / "dave").mkdir()
+    (subs / "dave" / "notes.txt").write_text("I did not finish")
+    (subs / "erin").mkdir()
+    (subs / "erin" / "kernel.cu").write_text("// COMPILE_ERROR\n" + ENTRY)
+    return subs
+
+
+def read_gradebook(out: Path) -> list:
+    return list(csv.DictReader((out / "gradebook.csv").open()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery.
+
+def test_a_folder_a_zip_and_a_tarball_are_each_one_student_and_an_empty_entry_is_listed(tmp_path):
+    subs = make_class(tmp_path)
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "staging")}
+    assert sorted(found) == ["alice", "bob", "carol", "dave", "erin"]
+    assert found["alice"].shown == {"trmm": "trmm/kernel.cu"}
+    assert found["bob"].shown == {"trmm": "hw/trmm_kernel.cu"} and found["bob"].layout == "zip"
+    assert found["carol"].layout == "tar.gz" and list(found["carol"].files) == ["trmm"]
+    assert found["dave"].files == {} and found["dave"].problem == "nothing gradeable: no .cu file in it"
+    assert list(found["erin"].files) == ["trmm"]  # by the entry point it defines
+
+
+def test_a_file_is_matched_by_folder_then_file_name_then_the_entry_point_it_defines(tmp_path):
+    root = tmp_path / "s"
+    (root / "Syr2k").mkdir(parents=True)
+    (root / "Syr2k" / "anything.cu").write_text("int x;\n")
+    (root / "matmul.cu").write_text("int y;\n")
+    (root / "mine.cu").write_text("/* void trmm(int n) { } */\nvoid reduce_sum(long long n, const double* x, double* s)\n{ }\n")
+    (root / "helpers.cu").write_text("int z;\n")
+    e = submissions.fill(submissions.Entry("x", "x", "folder"), root, EPS, tmp_path / "st")
+    assert e.shown == {"syr2k": "Syr2k/anything.cu", "matmul": "matmul.cu", "reduce": "mine.cu"}
+    assert any("helpers.cu" in n and "not graded" in n for n in e.notes)
+
+
+def test_two_files_for_one_assignment_grade_kernel_cu_and_note_the_other(tmp_path):
+    root = tmp_path / "s"
+    (root / "trmm").mkdir(parents=True)
+    (root / "trmm" / "old.cu").write_text(ENTRY)
+    (root / "trmm" / "kernel.cu").write_text(ENTRY)
+    e = submissions.fill(submissions.Entry("x", "x", "folder"), root, EPS, tmp_path / "st")
+    assert e.shown == {"trmm": "trmm/kernel.cu"}
+    assert any("old.cu" in n and "another file for trmm" in n for n in e.notes)
+
+
+def test_a_zip_with_a_path_leaving_the_archive_is_refused_and_listed_with_the_reason(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "mallory.zip", "w") as z:
+        z.writestr("trmm/kernel.cu", ENTRY)
+        z.writestr("../../escaped.cu", ENTRY)
+    [e] = submissions.discover(subs, EPS, tmp_path / "staging")
+    assert e.student == "mallory" and e.files == {}
+    assert "refused" in e.problem and "leaves the archive" in e.problem
+    assert not list(tmp_path.rglob("escaped.cu"))
+
+
+def test_an_absolute_path_a_symlink_and_a_bomb_are_each_refused(tmp_path):
+    a = tmp_path / "abs.zip"
+    with zipfile.ZipFile(a, "w") as z:
+        z.writestr("/etc/kernel.cu", ENTRY)
+    link = tmp_path / "link.tar.gz"
+    with tarfile.open(link, "w:gz") as t:
+        info = tarfile.TarInfo("trmm/kernel.cu")
+        info.type, info.linkname = tarfile.SYMTYPE, "/work/reference/trmm/kernel.cu"
+        t.addfile(info)
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("trmm/kernel.cu", b"\0" * (submissions.MAX_BYTES + 1))
+    many = tmp_path / "many.tar.gz"
+    with tarfile.open(many, "w:gz") as t:
+        for i in range(submissions.MAX_FILES + 1):
+            info = tarfile.TarInfo(f"f{i}.txt")
+            t.addfile(info, io.BytesIO(b""))
+    for path, words in ((a, "absolute path"), (link, "link"), (bomb, "MiB"), (many, "files")):
+        with pytest.raises(submissions.Refused, match=words):
+            submissions.extract(path, tmp_path / ("x-" + path.name))
+
+
+def test_gradescopes_export_names_each_submission_by_its_submitters(tmp_path):
+    subs = tmp_path / "export"
+    for sid in ("submission_101", "submission_102", "submission_103"):
+        (subs / sid).mkdir(parents=True)
+    (subs / "submission_101" / "kernel.cu").write_text(ENTRY)
+    (subs / "submission_102" / "trmm.cu").write_text(ENTRY)
+    (subs / "submission_metadata.yml").write_text(
+        "---\nsubmission_101:\n  :submitters:\n  - :name: Ada Lovelace\n    :sid: '1815'\n"
+        "    :email: ada@example.edu\n  :created_at: 2026-11-20 10:00:00.000000000 -08:00\n  :score: 0.0\n"
+        "submission_102:\n  :submitters:\n  - :name: Alan Turing\n    :sid: '1912'\n"
+        "  - :name: Grace Hopper\n    :sid: '1906'\n"
+        "submission_103:\n  :submitters:\n  - :name: Empty Handed\n    :email: eh@example.edu\n")
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    assert sorted(found) == ["1815", "1912", "eh"]
+    assert found["1815"].name == "Ada Lovelace" and found["1815"].layout == "gradescope"
+    assert [m.id for m in found["1912"].members] == ["1912", "1906"]
+    assert found["eh"].problem.startswith("nothing gradeable")
+
+
+def test_canvas_and_moodle_downloads_are_grouped_by_student(tmp_path):
+    subs = tmp_path / "lms"
+    subs.mkdir()
+    (subs / "smithjane_12345_67890_trmm.cu").write_text(ENTRY)
+    with zipfile.ZipFile(subs / "smithjane_late_12345_67891_syr2k.zip", "w") as z:
+        z.writestr("syr2k/kernel.cu", "int x;")
+    (subs / "Jo Bloggs_4242_assignsubmission_file_").mkdir()
+    (subs / "Jo Bloggs_4242_assignsubmission_file_" / "trmm_kernel.cu").write_text(ENTRY)
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    assert sorted(found) == ["Jo_Bloggs", "smithjane"]
+    assert sorted(found["smithjane"].files) == ["syr2k", "trmm"] and found["smithjane"].layout == "canvas"
+    assert found["Jo_Bloggs"].members[0].id == "4242" and list(found["Jo_Bloggs"].files) == ["trmm"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole batches on the fake harness.
+
+def test_a_batch_gives_each_student_a_verdict_a_record_a_report_and_results_json(fake_kit, tmp_path, capsys):
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    assert batch.main(args(subs, out)) == 0
+    book = {r["student"]: r for r in read_gradebook(out)}
+    assert sorted(book) == ["alice", "bob", "carol", "dave", "erin"]
+    assert book["alice"]["trmm"] == "100" and book["alice"]["total"] == "100"
+    assert book["bob"]["trmm"] == "11.11"  # n1024 and n4096 of 9 scored cases pass: 50 * 2 / 9, to the hundredth
+    assert book["carol"]["trmm"] == "0" and "incorrect" in book["carol"]["notes"]
+    assert book["dave"]["trmm"] == "" and "nothing gradeable" in book["dave"]["notes"]
+    assert book["erin"]["trmm"] == "0" and "build_error" in book["erin"]["notes"]
+    rec = json.loads((out / "records" / "alice" / "trmm.json").read_text())
+    assert rec["verdict"] == "correct" and rec["batch"]["hidden_cases"] == ["n777"]
+    assert "n777" in [c["id"] for c in rec["cases"]]
+    assert rec["isolation"]
+    for s in book:
+        assert (out / "reports" / f"{s}.md").is_file() and (out / "reports" / f"{s}.html").is_file()
+        assert (out / "gradescope" / s / "results.json").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["stages"]) >= {"build", "correctness", "performance"}
+    text = capsys.readouterr().out
+    assert "Batch summary" in text and "wall time" in text
+
+
+def test_the_gradebook_has_one_row_per_student_and_one_per_member_of_a_group(tmp_path):
+    state = {"entries": {"g1": {"name": "A & B", "members": [{"id": "a1", "name": "A"}, {"id": "b2", "name": "B"}],
+                                "files": {"trmm": "kernel.cu"}},
+                         "solo": {"name": "Solo", "members": [{"id": "solo", "name": "Solo"}], "files": {}}},
+             "done": {"g1/trmm": {"score": 75.0, "verdict": "correct", "max_score": 100}}, "errors": {}}
+    rows = list(csv.reader(io.StringIO(batch.gradebook_csv(state, ["trmm", "syr2k"]))))
+    assert rows[0] == ["student", "name", "trmm", "syr2k", "total", "notes"]
+    assert rows[1][:5] == ["a1", "A", "75", "", "75"] and rows[2][:5] == ["b2", "B", "75", "", "75"]
+    assert rows[3][:5] == ["solo", "Solo", "", "", "0"]
+
+
+def test_the_gradebook_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    path = tmp_path / "gradebook.csv"
+    batch.atomic_write(path, "old\n")
+
+    def broken(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError):
+        batch.atomic_write(path, "new, but never complete\n")
+    assert path.read_text() == "old\n"
+
+
+def test_a_second_run_regrades_nothing_and_regrade_redoes_only_the_student_named(fake_kit, tmp_path):
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    batch.main(args(subs, out))
+    first = len(fake_kit["gpu"])
+    assert first == 3  # alice, bob, carol (erin does not build, dave has nothing)
+    batch.main(args(subs, out))
+    assert len(fake_kit["gpu"]) == first
+    batch.main(args(subs, out, ("regrade", ["bob"])))
+    assert len(fake_kit["gpu"]) == first + 1 and "bob.zip" in fake_kit["gpu"][-1]
+    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("skeleton"))  # a new submission: graded again
+    batch.main(args(subs, out))
+    assert len(fake_kit["gpu"]) == first + 2
+    assert {r["student"]: r for r in read_gradebook(out)}["alice"]["trmm"] == "0"
+
+
+def test_an_interrupted_batch_keeps_what_finished_and_resumes_with_the_rest(fake_kit, tmp_path, monkeypatch):
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    real = grade.gpu_stages
+
+    def interrupt_second(task, work, gpu, opts, result):
+        if len(fake_kit["gpu"]) == 2:
+            raise KeyboardInterrupt
+        return real(task, work, gpu, opts, result)
+    monkeypatch.setattr(grade, "gpu_stages", interrupt_second)
+
+    def hard_exit(code):
+        raise SystemExit(code)
+    monkeypatch.setattr(batch.os, "_exit", hard_exit)
+    with pytest.raises(SystemExit) as stopped:
+        batch.main(args(subs, out, ("jobs", 1)))
+    assert stopped.value.code == 130
+    done = json.loads((out / "state.json").read_text())["done"]
+    assert sorted(done) == ["alice/trmm", "bob/trmm"]  # one build at a time: in order, carol was cut short
+    monkeypatch.setattr(grade, "gpu_stages", real)
+    before = len(fake_kit["gpu"])
+    assert batch.main(args(subs, out)) == 0
+    assert fake_kit["gpu"][before:] == [f"carol.tar.gz: carol/kernel.cu"]  # then erin, who does not build
+    assert len(json.loads((out / "state.json").read_text())["done"]) == 4
+
+
+def test_a_crash_while_grading_one_entry_costs_that_entry_only(fake_kit, tmp_path):
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    (subs / "zoe").mkdir()
+    (subs / "zoe" / "kernel.cu").write_text("// CRASH_THE_GRADER\n" + ENTRY)
+    assert batch.main(args(subs, out)) == 2  # graded, but one entry could not be
+    book = {r["student"]: r for r in read_gradebook(out)}
+    assert book["zoe"]["trmm"] == "" and "could not be graded" in book["zoe"]["notes"]
+    assert book["alice"]["trmm"] == "100"
+    rec = json.loads((out / "records" / "zoe" / "trmm.json").read_text())
+    assert rec["verdict"] == "not_graded" and "something in the kit broke" in rec["message"]
+
+
+def test_verdicts_of_faults_forbidden_calls_and_an_early_exit_inside_a_batch(fake_kit, tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name, text in (("launch", kernel("block_64x64")), ("fault", kernel("illegal_address")),
+                       ("blas", "// cublasDtrmm\n" + ENTRY), ("quitter", kernel("exit0"))):
+        (subs / name).mkdir(parents=True)
+        (subs / name / "kernel.cu").write_text(text)
+    batch.main(args(subs, out))
+    got = {s: json.loads((out / "records" / s / "trmm.json").read_text()) for s in
+           ("launch", "fault", "blas", "quitter")}
+    assert got["launch"]["verdict"] == "launch_error"
+    assert got["fault"]["verdict"] == "runtime_error" and "cudaErrorIllegalAddress" in got["fault"]["message"]
+    assert got["blas"]["verdict"] == "forbidden_call"
+    assert got["quitter"]["verdict"] == "runtime_error" and "exited with status 0" in got["quitter"]["message"]
+    assert all(r["score"] == 0 for r in got.values())
+
+
+def test_the_reports_hold_an_svg_plot_of_the_rate_against_the_reference_and_the_library(fake_kit, tmp_path):
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    batch.main(args(subs, out, ("no_reference", False)))
+    ref = json.loads((out / "reference" / "trmm.json").read_text())
+    assert ref["verdict"] == "correct"
+    md = (out / "reports" / "alice.md").read_text()
+    page = (out / "reports" / "alice.html").read_text()
+    for text in (md, page):
+        assert "<svg" in text and "</svg>" in text
+        assert "reference solution" in text and "cublasDtrmm" in text and "this submission" in text
+    assert page.startswith("<!DOCTYPE html>")
+    assert "(hidden)" in md  # the hidden case's size is not shown
+    assert "nothing gradeable" in (out / "reports" / "dave.md").read_text()
+
+
+def test_the_progress_line_counts_verdicts_and_estimates_the_time_left(fake_kit, tmp_path, capsys):
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    batch.main(args(subs, out))
+    err = capsys.readouterr().err
+    assert "[4/4]" in err and "correct 1" in err and "elapsed" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# The jail.
+
+needs_namespaces = pytest.mark.skipif(not sandbox.namespaces_work(),
+                                      reason="unprivileged user namespaces are not available here")
+
+
+@needs_namespaces
+def test_a_jailed_program_sees_no_reference_no_other_submission_and_no_network(tmp_path):
+    secret = tmp_path / "reference"
+    secret.mkdir()
+    (secret / "kernel.cu").write_text("the answer")
+    root = tmp_path / "work"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    (root / "b" / "kernel.cu").write_text("someone else's")
+    jail = sandbox.Jail(hide=[secret], work_root=root, namespaces=True, memory_bytes=1 << 30,
+                        base_env=sandbox.scrubbed_env(tasks.ROOT, {"PATH": os.environ["PATH"], "KIT_SECRET": "x"}))
+    code = ("import os, socket, sys\n"
+            f"print('ref', os.path.exists({str(secret / 'kernel.cu')!r}))\n"
+            f"print('other', os.path.exists({str(root / 'b' / 'kernel.cu')!r}), sorted(os.listdir('..')))\n"
+            "print('env', 'KIT_SECRET' in os.environ)\n"
+            "try:\n    socket.create_connection(('1.1.1.1', 80), 2); print('net yes')\n"
+            "except OSError:\n    print('net no')\n"
+            "open('mine.txt', 'w').write('kept')\n")
+    sandbox.confine(jail)
+    try:
+        r = sandbox.run([sys.executable, "-c", code], root / "a", tmp_path / "log", timeout=60, untrusted=True)
+    finally:
+        sandbox.confine(None)
+    assert r.returncode == 0, r.output
+    assert r.output.split("\n")[:4] == ["ref False", "other False ['a']", "env False", "net no"]
+    assert (root / "a" / "mine.txt").read_text() == "kept"  # its own folder is the real one
+
+
+@needs_namespaces
+def test_a_jailed_program_cannot_leave_a_process_behind(tmp_path):
+    jail = sandbox.Jail(namespaces=True, base_env=sandbox.scrubbed_env(tasks.ROOT))
+    pidfile = tmp_path / "pid"
+    sandbox.confine(jail)
+    try:
+        r = sandbox.run(["sh", "-c", f"setsid sleep 1000 & echo $! > {pidfile}; echo started"], tmp_path,
+                        tmp_path / "log", timeout=30, untrusted=True)
+    finally:
+        sandbox.confine(None)
+    assert "started" in r.output
+    out = subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True, text=True).stdout.split()
+    assert not out, f"a process outlived its jail: {out}"
+
+
+def test_a_jailed_programs_host_memory_is_limited(tmp_path):
+    jail = sandbox.Jail(namespaces=False, memory_bytes=256 << 20, base_env=sandbox.scrubbed_env(tasks.ROOT))
+    sandbox.confine(jail)
+    try:
+        r = sandbox.run([sys.executable, "-c", "x = bytearray(1 << 30)"], tmp_path, tmp_path / "log", timeout=60,
+                        untrusted=True)
+    finally:
+        sandbox.confine(None)
+    assert r.returncode != 0 and "MemoryError" in r.output
+
+
+def test_the_scrubbed_environment_keeps_path_without_the_kit_and_drops_the_rest():
+    env = sandbox.scrubbed_env(Path("/kit"), {"PATH": "/kit/.venv/bin:/usr/bin", "HOME": "/root",
+                                              "KIT_FAKE_FIXTURE": "/kit/x", "CUDA_VISIBLE_DEVICES": "0"})
+    assert env["PATH"] == "/usr/bin" and env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert "HOME" not in env and "KIT_FAKE_FIXTURE" not in env
+
+
+# ---------------------------------------------------------------------------------------------
+# On a GPU: a small real batch.
+
+def test_a_real_batch_of_the_reference_the_skeleton_and_a_compile_error_gets_their_verdicts(local_gpu, tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name, src in (("ref", tasks.ROOT / "reference" / "conv1d" / "kernel.cu"),
+                      ("skel", tasks.ROOT / "student_template" / "conv1d" / "kernel.cu"),
+                      ("typo", tasks.ROOT / "assignments" / "trmm" / "tests" / "compile_error.cu")):
+        (subs / name / ("trmm" if name == "typo" else "conv1d")).mkdir(parents=True)
+        (subs / name / ("trmm" if name == "typo" else "conv1d") / "kernel.cu").write_text(src.read_text())
+    rc = batch.main(args(subs, out, ("assignments", ["conv1d", "trmm"]), ("no_isolation", False),
+                         ("timed_runs", 10)))
+    assert rc == 0
+    verdict = {(s, a): json.loads((out / "records" / s / f"{a}.json").read_text())["verdict"]
+               for s, a in (("ref", "conv1d"), ("skel", "conv1d"), ("typo", "trmm"))}
+    assert verdict == {("ref", "conv1d"): "correct", ("skel", "conv1d"): "incorrect", ("typo", "trmm"): "build_error"}
+
+
+@needs_namespaces
+def test_a_batch_in_the_jail_grades_as_without_it_and_records_the_protections(fake_kit, tmp_path, monkeypatch):
+    monkeypatch.setattr(batch, "_GPU_PROBE", "pass")  # no GPU here: the probe of the device inside the jail passes
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    assert batch.main(args(subs, out, ("no_isolation", False))) == 0
+    rec = json.loads((out / "records" / "alice" / "trmm.json").read_text())
+    assert rec["verdict"] == "correct" and rec["score"] == 100
+    assert rec["isolation"]["network"].startswith("cut") and "hidden" in rec["isolation"]["filesystem"]
+    assert json.loads((out / "records" / "carol" / "trmm.json").read_text())["verdict"] == "incorrect"
+
+
+@needs_namespaces
+def test_a_jailed_program_killed_by_a_signal_comes_back_as_that_signal(tmp_path):
+    jail = sandbox.Jail(namespaces=True, base_env=sandbox.scrubbed_env(tasks.ROOT))
+    sandbox.confine(jail)
+    try:
+        r = sandbox.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], tmp_path,
+                        tmp_path / "log", timeout=30, untrusted=True)
+        q = sandbox.run([sys.executable, "-c", "import sys; sys.exit(5)"], tmp_path, tmp_path / "log", timeout=30,
+                        untrusted=True)
+    finally:
+        sandbox.confine(None)
+    assert (r.returncode, q.returncode) == (-11, 5)
+
+
+def test_a_grader_killed_outright_takes_the_program_it_was_running_with_it(tmp_path):
+    """So that a batch killed midway (kill -9) leaves no submission running on the GPU."""
+    pidfile = tmp_path / "pid"
+    code = ("import sys; from pathlib import Path; from grader import sandbox\n"
+            f"sandbox.run(['sh', '-c', 'echo $$ > {pidfile}; exec sleep 1000'], Path({str(tmp_path)!r}), "
+            f"Path({str(tmp_path / 'log')!r}), timeout=1000)\n")
+    grader_proc = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(tasks.ROOT / "grader")))
+    import time
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    grader_proc.kill()
+    grader_proc.wait()
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("the program outlived the grader")
+
+
+@needs_namespaces
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA Toolkit) on PATH")
+def test_in_the_jail_kernel_cu_compiles_but_cannot_include_the_reference(tmp_path):
+    root = tmp_path / "work"
+    jail = sandbox.Jail(hide=[tasks.ROOT / "reference"], work_root=root, namespaces=True,
+                        base_env=sandbox.scrubbed_env(tasks.ROOT))
+    fine, thief = tmp_path / "fine.cu", tmp_path / "thief.cu"
+    fine.write_text('#include "cuda_check.cuh"\n' + ENTRY)
+    thief.write_text(f'#include "{tasks.ROOT / "reference" / "trmm" / "kernel.cu"}"\n')
+    sandbox.confine(jail)
+    try:
+        results = {}
+        for src in (fine, thief):
+            work = root / src.stem
+            work.mkdir(parents=True)
+            results[src.stem] = build.compile_submission(src, work, "sm_90", 300)
+    finally:
+        sandbox.confine(None)
+    assert results["fine"][0] is True, results["fine"][1]
+    assert results["thief"][0] is False and "No such file" in results["thief"][1]
+
+
+def test_an_assignment_this_machine_cannot_grade_is_left_for_a_later_batch_with_the_reason(fake_kit, tmp_path,
+                                                                                         monkeypatch):
+    def cannot(task, work, gpu, opts, result):
+        result.verdict, result.message = grade.Verdict.SKIPPED, "trmm needs 2 GPUs and this machine has 1"
+        return result
+    monkeypatch.setattr(grade, "gpu_stages", cannot)
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    assert batch.main(args(subs, out)) == 0
+    book = {r["student"]: r for r in read_gradebook(out)}
+    assert book["alice"]["trmm"] == "" and "needs 2 GPUs" in book["alice"]["notes"]
+    state = json.loads((out / "state.json").read_text())
+    assert "alice/trmm" not in state["done"] and "alice/trmm" in state["skipped"]
