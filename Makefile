@@ -7,6 +7,7 @@
 #   make grade ... HIDDEN=1                               include the hidden cases (TA grading)
 #   make handouts [HANDOUTS_OUT=dir] | make dist [DIST_OUT=file.tar.gz]   for instructors
 #   make batch SUBMISSIONS=dir [OUT=dir] [REGRADE=student]   grade a whole class (TAs)
+#   make bench [A=...] [REPEAT=5] [BENCH_OUT=dir]           the references against the libraries and the GPU's limits
 #
 # The grader (grader/, plain Python 3) calls the internal targets at the bottom to build the
 # harness once per GPU architecture and to compile each submission on its own.
@@ -27,16 +28,21 @@ PROBLEM_HEADERS := $(wildcard assignments/*/*.h assignments/*/*.cuh)
 # Keep the objects the grader links against.
 .SECONDARY:
 
-.PHONY: all grade test test-cpp test-python harness clean help slides-bench handouts dist
+.PHONY: all grade test test-cpp test-python harness clean help slides-bench handouts dist bench
 all: help
 help:
-	@sed -n '3,9p' Makefile
+	@sed -n '3,10p' Makefile
 
 grade:
 	@$(GRADER) grade $(A) $(if $(SUBMISSION),--submission $(SUBMISSION)) $(if $(filter 1 yes true,$(HIDDEN)),--hidden)
 
 test:
 	@sh tools/test.sh
+
+# Every assignment's hidden reference graded on this GPU, next to the library baselines and the GPU's
+# physical limit; REPEAT=N grades each N times (the spread of the rate). Tables in bench/<gpu>/.
+bench:
+	@$(GRADER) bench $(A) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(BENCH_OUT),--out $(BENCH_OUT))
 
 # The lecture examples (slides_examples/): every version checked, then timed on this GPU.
 slides-bench:

@@ -164,7 +164,11 @@ def readme(record: dict) -> str:
     return "\n".join(head) + "\n" + tables(record)
 
 
-def run(names: list, info: GpuInfo, out: Path, repeat: int, command: str, say=print) -> int:
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def run(names: list, info: GpuInfo, out: Path, repeat: int, command: str, say=_say) -> int:
     """Benchmarks the named assignments on this GPU; writes out/README.md and out/results.json."""
     record = {"gpu": asdict(info), "driver": driver_version(info),
               "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -186,7 +190,7 @@ def run(names: list, info: GpuInfo, out: Path, repeat: int, command: str, say=pr
             results.append(r)
             say(f"bench: {name} {i + 1}/{repeat}: {r.verdict.value}" + (f", {r.score:g}/{r.max_score:g}"
                 if r.verdict != Verdict.SKIPPED else "") + f" ({walls[-1]:.1f} s)"
-                + (f": {r.message}" if r.verdict != Verdict.CORRECT else ""), flush=True)
+                + (f": {r.message}" if r.verdict != Verdict.CORRECT else ""))
             if r.verdict == Verdict.SKIPPED or kit_error:
                 break
         entry = summarize(task, results, walls, info)
@@ -208,6 +212,9 @@ def main(args) -> int:
     names = args.assignments or tasks.registry()
     for n in names:
         tasks.load(n)  # an unknown name fails before anything runs
+        if not (tasks.ROOT / "reference" / n / "kernel.cu").is_file():
+            raise tasks.TaskError(f"reference/{n}/kernel.cu is missing: bench grades the hidden reference "
+                                  f"solutions, which only the instructors' kit holds")
     if args.repeat < 1:
         raise tasks.TaskError("--repeat must be at least 1")
     info = gpu.detect()

@@ -118,7 +118,8 @@ def test_the_handout_states_what_the_task_file_says(rendered, name):
         assert prof["source"] in md
     others = [m for m in json.loads((ROOT / "assignments" / "gpus.json").read_text())["gpus"] if m not in perf.get("gpus", {})]
     lead = "On any other GPU" if perf.get("gpus") else "On every GPU"
-    assert f"{lead} ({', '.join(others)}) the thresholds are derived on the spot" in " ".join(md.split())
+    listed = f" ({', '.join(others)})" if others else ""  # every GPU may have a profile
+    assert f"{lead}{listed} the thresholds are derived on the spot" in " ".join(md.split())
     assert f"make grade A={name}" in md
 
 
@@ -127,6 +128,7 @@ def test_changing_a_threshold_a_size_or_the_points_in_a_task_file_changes_the_ha
     path = root / "assignments" / "trmm" / "task.json"
     data = json.loads(path.read_text())
     old = data["performance"]["gpus"]["H200"]["rates"]
+    data["performance"]["gpus"] = {"H200": data["performance"]["gpus"]["H200"]}  # not the estimates made from it
     data["performance"]["gpus"]["H200"]["rates"] = [1111, 2222, 3333, 44444]
     data["performance"]["gpus"]["L4"] = {"rates": [5, 6, 7, 8], "source": "a made-up profile"}
     data["cases"][2].update(id="n99", n=99)

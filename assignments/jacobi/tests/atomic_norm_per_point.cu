@@ -1,7 +1,8 @@
 // expect: correct
-// expect-performance-below: 0.5
+// expect-performance-below: 0.75
 // The norm with one atomicAdd per point: right, but every update of the convergence sweeps queues
-// on the same address, so the convergence variant runs far below the reference and scores low.
+// on the same address, so the convergence variant runs ~200x below the reference and earns nothing;
+// the fixed sweeps (tol = 0, no norm) still earn theirs: half the performance points in all.
 #include <cmath>
 #include <utility>
 
