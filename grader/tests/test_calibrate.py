@@ -234,7 +234,7 @@ def test_grading_on_a_gpu_with_an_estimated_profile_uses_it_and_reports_where_it
     th = score.thresholds(task, l4, baseline_rate=250.0)
     assert th.estimated is True
     assert th.rates == [float(r) for r in task.data["performance"]["gpus"]["L4"]["rates"]]
-    assert th.source.startswith("estimated from the H200 profile by the datasheet dram ratio")
+    assert th.source.startswith("estimated from the H100 SXM profile by the datasheet dram ratio")  # H100 measured, preferred
     from grader.grade import new_result, Options
     r = new_result(task, tasks.ROOT / "kernel.cu", l4, Options())
     r.performance.append(Performance("n268435456", {"n": 268435456}, "GB/s", Timing([1.0] * 10, 2), 200.0, 200.0,
