@@ -41,6 +41,7 @@ from typing import Optional
 
 from . import build, gpu as gpu_mod, grade, gradescope, sandbox, submissions, tasks
 from .gpu import NoGpu
+from .report import atomic_write
 from .results import GpuInfo
 from .tasks import describe
 
@@ -118,13 +119,6 @@ def _interrupt(signum, frame):
 def plain(record: dict) -> dict:
     """A record as it reads back from its JSON file (verdicts as words)."""
     return json.loads(json.dumps(record, default=str))
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _now() -> str:

@@ -24,10 +24,9 @@ import math
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from json.decoder import scanstring
 from pathlib import Path
 
-from . import build, gpu, grade, protocol, tasks
+from . import build, gpu, grade, protocol, report, tasks
 from .results import GpuInfo, Verdict
 
 PREFERRED_SOURCES = ("H100 SXM", "H200")
@@ -218,55 +217,6 @@ def estimates(task: tasks.Task, table: dict) -> tuple:
 # ---------------------------------------------------------------------------------------------
 # Writing a task file: only the "gpus" object of "performance" changes, byte for byte elsewhere.
 
-def _skip(text: str, i: int) -> int:
-    while i < len(text) and text[i] in " \t\r\n":
-        i += 1
-    return i
-
-
-def _value_end(text: str, i: int) -> int:
-    """The end of the JSON value that starts at i."""
-    c = text[i]
-    if c == '"':
-        return scanstring(text, i + 1)[1]
-    if c in "{[":
-        close = "}" if c == "{" else "]"
-        i = _skip(text, i + 1)
-        if text[i] == close:
-            return i + 1
-        while True:
-            if c == "{":
-                _, i = scanstring(text, i + 1)
-                i = _skip(text, _skip(text, i) + 1)  # past the colon
-            i = _skip(text, _value_end(text, i))
-            if text[i] == ",":
-                i = _skip(text, i + 1)
-                continue
-            if text[i] != close:
-                raise ValueError(f"unexpected {text[i]!r} at offset {i}")
-            return i + 1
-    return json.JSONDecoder().raw_decode(text, i)[1]
-
-
-def _find(text: str, path: tuple, i: int = None):
-    """(start, end) of the value at the key path (e.g. ("performance", "gpus")), or None."""
-    i = _skip(text, 0) if i is None else i
-    if not path:
-        return i, _value_end(text, i)
-    if text[i] != "{":
-        return None
-    i = _skip(text, i + 1)
-    while text[i] != "}":
-        key, i = scanstring(text, i + 1)
-        i = _skip(text, _skip(text, i) + 1)
-        if key == path[0]:
-            return _find(text, path[1:], i)
-        i = _skip(text, _value_end(text, i))
-        if text[i] == ",":
-            i = _skip(text, i + 1)
-    return None
-
-
 def _indent_at(text: str, i: int) -> int:
     start = text.rfind("\n", 0, i) + 1
     line = text[start:i]
@@ -292,16 +242,16 @@ def with_gpus(text: str, gpus: dict) -> str:
         if text == json.dumps(data, indent=2, ensure_ascii=ascii_only) + "\n":
             data["performance"]["gpus"] = gpus
             return json.dumps(data, indent=2, ensure_ascii=ascii_only) + "\n"
-    span = _find(text, ("performance", "gpus"))
+    span = tasks.find_value(text, ("performance", "gpus"))
     if span is not None:
         start, end = span
         new = text[:start] + format_gpus(gpus, _indent_at(text, start)) + text[end:]
     else:  # no "gpus" key yet: appended to the performance object, indented like its last key
-        pstart, pend = _find(text, ("performance",))
+        pstart, pend = tasks.find_value(text, ("performance",))
         last = pend - 1
         while text[last - 1] in " \t\r\n":
             last -= 1
-        key_indent = _indent_at(text, _skip(text, pstart + 1))  # the column of its first key
+        key_indent = _indent_at(text, tasks.skip_space(text, pstart + 1))  # the column of its first key
         new = (text[:last] + f",\n{' ' * key_indent}\"gpus\": {format_gpus(gpus, key_indent)}" + text[last:])
     data["performance"]["gpus"] = gpus
     if json.loads(new) != data:
@@ -317,9 +267,7 @@ def write_profiles(task: tasks.Task, gpus: dict) -> bool:
     if new == text:
         return False
     tasks.parse(task.name, task.folder, json.loads(new), str(path))  # still a valid task file
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(new)
-    tmp.replace(path)
+    report.atomic_write(path, new)
     task.data["performance"]["gpus"] = gpus
     return True
 

@@ -15,7 +15,6 @@ close to the answers of matmul and conv1d; they go out with the slides, when the
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import tarfile
@@ -37,26 +36,23 @@ def strip_hidden(text: str, where: str = "task.json") -> str:
     data = json.loads(text)
     if not any(c.get("hidden") for c in data.get("cases", [])):
         return text
-    m = re.search(r'"cases"\s*:\s*\[', text)
-    if m is None:
+    span = tasks.find_value(text, ("cases",))
+    if span is None or text[span[0]] != "[":
         raise HandoutError(f"{where}: cannot find the \"cases\" list")
-    decoder, spans, pos = json.JSONDecoder(), [], m.end()
+    decoder, spans, pos = json.JSONDecoder(), [], span[0] + 1
     while True:
-        while text[pos].isspace():
-            pos += 1
+        pos = tasks.skip_space(text, pos)
         if text[pos] == "]":
             break
         obj, end = decoder.raw_decode(text, pos)
         spans.append((pos, end, obj))
-        pos = end
-        while text[pos].isspace():
-            pos += 1
+        pos = tasks.skip_space(text, end)
         if text[pos] == ",":
             pos += 1
-    lead = text[m.end():spans[0][0]]            # the whitespace before the first case
+    lead = text[span[0] + 1:spans[0][0]]        # the whitespace before the first case
     tail = text[spans[-1][1]:pos]               # and after the last one
     kept = [text[s:e] for s, e, obj in spans if not obj.get("hidden")]
-    out = text[:m.end()] + lead + ("," + lead).join(kept) + tail + text[pos:]
+    out = text[:span[0] + 1] + lead + ("," + lead).join(kept) + tail + text[pos:]
     want = dict(data, cases=[c for c in data["cases"] if not c.get("hidden")])
     if json.loads(out) != want:  # a layout this function does not understand: never ship it
         raise HandoutError(f"{where}: could not remove the hidden cases cleanly")

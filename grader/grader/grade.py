@@ -419,11 +419,12 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, seed: int, result: G
     if task.gpus_required > 1:  # each GPU brings its own peak
         pk, pk_source = pk * task.gpus_required, f"{task.gpus_required} x {pk_source}"
     # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second.
-    perf.peak = pk * 1e9 / per
-    if task.peak_kind == "dram":
+    if task.peak_kind != "dram":
+        perf.peak = pk * 1e9 / per
+    elif nbytes and nbytes > gpu.l2_bytes * task.gpus_required:
         # The metric's rate when its bytes move at the bandwidth (for GB/s, the bandwidth itself).
         # A bandwidth bound holds only for data that cannot sit in L2.
-        perf.peak = pk * 1e9 * work_units / nbytes if nbytes and nbytes > gpu.l2_bytes * task.gpus_required else None
+        perf.peak = pk * 1e9 * work_units / nbytes
     if perf.peak and rate > perf.peak:
         result.performance.append(perf)  # on the record, unscored
         return _perf_fail(result, Verdict.INVALID_MEASUREMENT,

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import build, grade, sandbox, submissions, tasks
+from . import build, grade, report, sandbox, submissions, tasks
 from . import gpu as gpu_mod
 from .gpu import NoGpu
 from .tasks import Task, describe
@@ -124,10 +124,7 @@ def results_json(records: list, task_of: dict, missing: list = (), output: str =
 
 def write_json(data: dict, path: Path) -> None:
     """Written whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    report.atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def not_graded(assignment: str, message: str) -> dict:

@@ -13,7 +13,6 @@ Instructor-side only: needs Jinja2 and markdown (grader/requirements-handouts.tx
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -25,7 +24,7 @@ import textwrap
 import traceback
 from pathlib import Path
 
-from . import tasks
+from . import gpu, tasks
 
 TEMPLATES = tasks.ROOT / "handouts"
 """The templates: handout.md.j2, page.html.j2, index.html.j2, README.student.md.j2."""
@@ -138,19 +137,19 @@ def _number(x: float) -> str:
 def _gpus(root: Path) -> dict:
     path = root / "assignments" / "gpus.json"
     try:
-        return json.loads(path.read_text())["gpus"]
+        return gpu.table(root)
     except (OSError, ValueError, KeyError) as e:
         raise HandoutError(f"cannot read the GPU list {path}: {e}") from None
 
 
-def _peak(metric: str, kind: str, gpu: dict):
+def _peak(metric: str, kind: str, entry: dict):
     """The GPU's datasheet bound in the metric's unit, where the two are comparable."""
-    if kind not in gpu:
+    if kind not in entry:
         return None
     if metric == "GFLOPS" and kind in ("fp64", "fp32"):
-        return gpu[kind] * 1000.0
+        return entry[kind] * 1000.0
     if metric == "GB/s" and kind == "dram":
-        return float(gpu[kind])
+        return float(entry[kind])
     return None
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from .results import GradeResult, Verdict
@@ -61,9 +62,14 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
     return "\n".join(out)
 
 
+def atomic_write(path: Path, text: str) -> None:
+    """Written whole or not at all: a temporary file beside it, renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def write_json(r: GradeResult, path: Path) -> None:
     """The record of one grading (GradeResult as JSON), written whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(r.to_json(), indent=2, default=str) + "\n")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(r.to_json(), indent=2, default=str) + "\n")

@@ -285,3 +285,33 @@ def _parse(name: str, folder: Path, data: dict, where: str, include_hidden: bool
         except TaskError as e:
             raise TaskError(f"{where}: case {c.id}: {e}") from None
     return task
+
+
+# ---------------------------------------------------------------------------------------------
+# A task file's text, for tools that edit it in place (calibrate, dist): where a value sits, so
+# that everything around it stays as written.
+
+def skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def find_value(text: str, path: tuple, i: int = None):
+    """(start, end) of the JSON value at the key path (e.g. ("performance", "gpus")), or None."""
+    decode = json.JSONDecoder().raw_decode
+    i = skip_space(text, 0) if i is None else i
+    if not path:
+        return i, decode(text, i)[1]
+    if text[i] != "{":
+        return None
+    i = skip_space(text, i + 1)
+    while text[i] != "}":
+        key, i = decode(text, i)
+        i = skip_space(text, skip_space(text, i) + 1)  # past the colon
+        if key == path[0]:
+            return find_value(text, path[1:], i)
+        i = skip_space(text, decode(text, i)[1])
+        if text[i] == ",":
+            i = skip_space(text, i + 1)
+    return None

@@ -169,8 +169,8 @@ def test_writing_estimates_changes_nothing_in_the_task_file_but_its_gpus_object(
     assert set(new_gpus) == set(TABLE)  # every GPU of gpus.json has a profile now
     old["performance"].pop("gpus"), new["performance"].pop("gpus")
     assert old == new
-    s0, e0 = calibrate._find(before, ("performance", "gpus"))
-    s1, e1 = calibrate._find(after, ("performance", "gpus"))
+    s0, e0 = tasks.find_value(before, ("performance", "gpus"))
+    s1, e1 = tasks.find_value(after, ("performance", "gpus"))
     assert before[:s0] == after[:s1] and before[e0:] == after[e1:]
     for model, prof in gpus_before.items():  # what was measured before is still there, unchanged
         if calibrate.is_measured(prof):
@@ -195,7 +195,7 @@ def test_estimating_twice_writes_the_same_files(kit):
 def test_a_task_file_without_a_gpus_object_gets_one_inside_performance(kit):
     path = kit / "assignments" / "trmm" / "task.json"
     text = path.read_text()
-    s, e = calibrate._find(text, ("performance", "gpus"))
+    s, e = tasks.find_value(text, ("performance", "gpus"))
     stripped = text[:text.rfind(",", 0, s)] + text[e:]
     assert "gpus" not in json.loads(stripped)["performance"]
     new = calibrate.with_gpus(stripped, {"H200": measured([1, 2, 3, 4])})
