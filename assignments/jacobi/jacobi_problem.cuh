@@ -34,8 +34,11 @@ __global__ void jacobi_fill_kernel(double* x, long long n, long long plane0, lon
     }
 }
 
-// The checker's sweep: one thread per point of planes [i0, i1), plain enough to trust. Adds the
-// squared changes into *norm2 (one atomic per block) when norm2 is not null.
+// The checker's sweep: one thread per point of planes [i0, i1), plain enough to trust, and as fast
+// as the plain kernel a student writes first (its speed is the baseline of the thresholds): the
+// plane pointers are picked once per thread and the reads go through the read-only path (__ldg).
+// Without the latter it ran 18% slower than that kernel on an H200. Adds the squared changes into
+// *norm2 (one atomic per block) when norm2 is not null.
 __global__ void jacobi_plain_sweep(long long n, long long i0, Planes u, Planes uo, Planes f, double h2, double* norm2) {
     long long k = 1 + blockIdx.x * (long long)blockDim.x + threadIdx.x;
     long long j = 1 + blockIdx.y * (long long)blockDim.y + threadIdx.y;
@@ -43,10 +46,10 @@ __global__ void jacobi_plain_sweep(long long n, long long i0, Planes u, Planes u
     double d2 = 0;
     if (k < n - 1 && j < n - 1) {
         long long p = j * n + k;
-        const double* c = uo.plane(i);
-        double v = (1.0 / 6.0) * (uo.plane(i - 1)[p] + uo.plane(i + 1)[p] + c[p - n] + c[p + n] + c[p - 1] + c[p + 1] +
-                                  h2 * f.plane(i)[p]);
-        double old = c[p];
+        const double *c = uo.plane(i), *below = uo.plane(i - 1), *above = uo.plane(i + 1), *src = f.plane(i);
+        double old = __ldg(c + p);
+        double v = (1.0 / 6.0) * (__ldg(below + p) + __ldg(above + p) + __ldg(c + p - n) + __ldg(c + p + n) +
+                                  __ldg(c + p - 1) + __ldg(c + p + 1) + h2 * __ldg(src + p));
         u.plane(i)[p] = v;
         d2 = (v - old) * (v - old);
     }

@@ -289,10 +289,12 @@ def explain(rec: dict, tol: float) -> str:
     rel = _num(rec.get("rel_error"))
     if rec.get("pass"):
         return f"relative error {rel:.1e}"
-    if "expected" in rec:  # a returned value, such as a count of sweeps
-        return f"{name} is {_num(rec.get('value')):.17g}, expected {_num(rec.get('expected')):.17g}"
-    return (f"relative error {rel:.1e} exceeds the tolerance {tol:g} (worst: {name}[{rec.get('worst_index')}] = "
-            f"{_num(rec.get('worst_got')):.17g}, expected {_num(rec.get('worst_want')):.17g})")
+    if "expected" in rec:  # a one-element output: a returned value (a count of sweeps, a sum) or n = 1
+        where = f"{name} is {_num(rec.get('value')):.17g}, expected {_num(rec.get('expected')):.17g}"
+    else:
+        where = (f"worst: {name}[{rec.get('worst_index')}] = {_num(rec.get('worst_got')):.17g}, "
+                 f"expected {_num(rec.get('worst_want')):.17g}")
+    return f"relative error {rel:.1e} exceeds the tolerance {tol:g} ({where})"
 
 
 # ---------------------------------------------------------------------------------------------

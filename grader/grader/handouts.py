@@ -204,6 +204,7 @@ def context(task: tasks.Task, root: Path = tasks.ROOT) -> dict:
                    "unit": UNITS.get(metric["name"], "units of work"),
                    "returned": metric.get("returned", {})},
         "tolerance": {"rel": task.tolerance, "why": data["tolerance"]["why"]},
+        "tiers_why": perf.get("why", ""),
         "cases": cases,
         "hidden_count": len(task.hidden),
         "graded": graded,

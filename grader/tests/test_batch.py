@@ -80,7 +80,8 @@ def fake_kit(monkeypatch, tmp_path):
         return True, ""
 
     def scan_forbidden(obj):
-        return [Forbidden("cuBLAS", "cublasDtrmm")] if "cublasDtrmm" in (obj.parent / "kernel.cu").read_text() else []
+        # A call, as the real scan sees it in the object; a mention in a comment (the reference's) is not one.
+        return [Forbidden("cuBLAS", "cublasDtrmm")] if "cublasDtrmm(" in (obj.parent / "kernel.cu").read_text() else []
 
     def link_runner(task, work, arch, timeout):
         if (work / "scenario").read_text() == "exit0":
@@ -345,7 +346,7 @@ def test_a_crash_while_grading_one_entry_costs_that_entry_only(fake_kit, tmp_pat
 def test_verdicts_of_faults_forbidden_calls_and_an_early_exit_inside_a_batch(fake_kit, tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name, text in (("launch", kernel("block_64x64")), ("fault", kernel("illegal_address")),
-                       ("blas", "// cublasDtrmm\n" + ENTRY), ("quitter", kernel("exit0"))):
+                       ("blas", "// cublasDtrmm(handle, ...)\n" + ENTRY), ("quitter", kernel("exit0"))):
         (subs / name).mkdir(parents=True)
         (subs / name / "kernel.cu").write_text(text)
     batch.main(args(subs, out))

@@ -20,8 +20,9 @@ struct Comparison {
     bool pass = false;
 };
 
-// `input`, `want`: the whole array before the call and the truth after it. `got`: the whole array,
-// or, when `positions` is not empty, the values at those positions in that order.
+// `input`, `want`, `got`: the array before the call, the truth after it and what the code under test
+// left, all three either whole or, when `positions` is not empty, only the values at those positions
+// in that order (a probe of a timed run: the truth of a gigabyte array is then never copied whole).
 Comparison compare_array(const ArraySpec& spec, const void* input, const void* want, const void* got,
                          const std::vector<size_t>& positions, double tol,
                          const std::function<bool(size_t)>& is_protected);

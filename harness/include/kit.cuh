@@ -206,6 +206,10 @@ void poison_outputs_device(Arrays& dev);
 constexpr int kProbeCount = 4096;
 std::vector<size_t> probe_positions(uint64_t seed, size_t count);
 inline bool is_full_dump(const Case& c, int run) { return !c.timed || run == c.runs - 1; }
+// Copies device array `s` (at `dev`) to `host`: the whole array when `positions` is empty, else only
+// the elements at `positions`, in that order, gathered on the array's GPU first, so that the probe
+// of a gigabyte output moves 32 KB instead of the gigabyte.
+void copy_to_host(const ArraySpec& s, const void* dev, const std::vector<size_t>& positions, void* host);
 std::string dump_path(const std::string& dir, const Case& c, int run, const std::string& array);
 
 // A CUDA error raised by the code under test, caught where the runner classifies it.

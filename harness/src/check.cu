@@ -17,7 +17,7 @@ Comparison compare_typed(const ArraySpec& spec, const T* input, const T* want, c
     size_t count = positions.empty() ? spec.count : positions.size();
     for (size_t j = 0; j < count; ++j) {
         size_t i = positions.empty() ? j : positions[j];
-        T g = got[j], w = want[i], in = input[i];
+        T g = got[j], w = want[j], in = input[j];
         Bits gb, wb, ib;
         std::memcpy(&gb, &g, sizeof g);
         std::memcpy(&wb, &w, sizeof w);

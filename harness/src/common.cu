@@ -185,6 +185,36 @@ std::vector<size_t> probe_positions(uint64_t seed, size_t count) {
     return pos;
 }
 
+template <class T>
+__global__ void gather_kernel(const T* x, const size_t* positions, size_t count, T* out) {
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < count; j += (size_t)gridDim.x * blockDim.x)
+        out[j] = x[positions[j]];
+}
+
+void copy_to_host(const ArraySpec& s, const void* dev, const std::vector<size_t>& positions, void* host) {
+    const size_t esize = dtype_size(s.dtype);
+    CUDA_CHECK(cudaSetDevice(s.device));
+    if (positions.empty()) {
+        CUDA_CHECK(cudaMemcpy(host, dev, s.count * esize, cudaMemcpyDeviceToHost));
+    } else {
+        const size_t count = positions.size();
+        size_t* pos = nullptr;
+        void* out = nullptr;
+        CUDA_CHECK(cudaMalloc(&pos, count * sizeof(size_t)));
+        CUDA_CHECK(cudaMalloc(&out, count * esize));
+        CUDA_CHECK(cudaMemcpy(pos, positions.data(), count * sizeof(size_t), cudaMemcpyHostToDevice));
+        if (s.dtype == DType::f64)
+            gather_kernel<<<grid_for(count), 256>>>((const double*)dev, pos, count, (double*)out);
+        else
+            gather_kernel<<<grid_for(count), 256>>>((const float*)dev, pos, count, (float*)out);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaMemcpy(host, out, count * esize, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(pos));
+        CUDA_CHECK(cudaFree(out));
+    }
+    CUDA_CHECK(cudaSetDevice(0));
+}
+
 std::string dump_path(const std::string& dir, const Case& c, int run, const std::string& array) {
     std::string p = dir + "/" + c.id;
     if (c.timed) p += ".run" + std::to_string(run);

@@ -56,18 +56,11 @@ void dump_outputs(const std::string& dir, const Case& c, int run, uint64_t seed,
     for (size_t a = 0; a < dev.specs.size(); ++a) {
         const ArraySpec& s = dev.specs[a];
         if (s.role == Role::in || s.role == Role::scratch) continue;
-        size_t esize = dtype_size(s.dtype);
-        std::vector<unsigned char> host(s.count * esize);
-        CUDA_CHECK(cudaMemcpy(host.data(), dev.ptrs[a], host.size(), cudaMemcpyDeviceToHost));
-        std::string path = dump_path(dir, c, run, s.name);
-        if (is_full_dump(c, run)) {
-            write_file(path, host.data(), host.size());
-        } else {
-            std::vector<unsigned char> probe;
-            for (size_t p : probe_positions(seed, s.count))
-                probe.insert(probe.end(), host.begin() + p * esize, host.begin() + (p + 1) * esize);
-            write_file(path, probe.data(), probe.size());
-        }
+        std::vector<size_t> positions;
+        if (!is_full_dump(c, run)) positions = probe_positions(seed, s.count);
+        std::vector<unsigned char> host((positions.empty() ? s.count : positions.size()) * dtype_size(s.dtype));
+        copy_to_host(s, dev.ptrs[a], positions, host.data());
+        write_file(dump_path(dir, c, run, s.name), host.data(), host.size());
     }
 }
 

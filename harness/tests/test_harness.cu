@@ -193,10 +193,8 @@ TEST_CASE("a change in a protected region fails even when it is tiny") {
 
 TEST_CASE("probes compare only the handed-over positions, and report the real index") {
     ArraySpec s{"C", DType::f32, 100, Role::out};
-    std::vector<float> in(100, 0), want(100);
-    for (int i = 0; i < 100; ++i) want[i] = (float)i + 1;
     std::vector<size_t> pos = {5, 50, 99};
-    std::vector<float> got = {6, 51, 0};
+    std::vector<float> in(3, 0), want = {6, 51, 100}, got = {6, 51, 0};
     Comparison c = compare_array(s, in.data(), want.data(), got.data(), pos, 1e-5, nothing_protected);
     CHECK(c.compared == 3);
     CHECK_FALSE(c.pass);
