@@ -118,17 +118,22 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
     budget = budget if budget is not None else {"files": MAX_FILES, "bytes": MAX_BYTES}
     dest.mkdir(parents=True, exist_ok=True)
 
+    def too_big(name: str) -> Refused:
+        return Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {name})")
+
     def take(nbytes: int, name: str):
         budget["bytes"] -= nbytes
         if budget["bytes"] < 0:
-            raise Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {name})")
+            raise too_big(name)
 
     def count(name: str):
         budget["files"] -= 1
         if budget["files"] < 0:
             raise Refused(f"it holds more than {MAX_FILES} files")
 
-    def copy(src, target: Path, name: str):
+    def copy(src, target: Path, name: str, declared: int):
+        if declared > budget["bytes"]:  # refused before a byte is written
+            raise too_big(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "wb") as out:
             while True:
@@ -150,10 +155,8 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
                     count(info.filename)
                     if info.is_dir():
                         continue
-                    if info.file_size > budget["bytes"]:
-                        raise Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {info.filename})")
                     with z.open(info) as src:
-                        copy(src, dest.joinpath(*p.parts), info.filename)
+                        copy(src, dest.joinpath(*p.parts), info.filename, info.file_size)
         else:
             with tarfile.open(archive, "r:*") as t:
                 for m in t:
@@ -165,11 +168,9 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
                     count(m.name)
                     if m.isdir():
                         continue
-                    if m.size > budget["bytes"]:
-                        raise Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {m.name})")
                     src = t.extractfile(m)
                     if src is not None:
-                        copy(src, dest.joinpath(*p.parts), m.name)
+                        copy(src, dest.joinpath(*p.parts), m.name, m.size)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as e:
         raise Refused(f"it cannot be read as an archive ({type(e).__name__}: {e})") from None
 

@@ -206,6 +206,11 @@ void poison_outputs_device(Arrays& dev);
 constexpr int kProbeCount = 4096;
 std::vector<size_t> probe_positions(uint64_t seed, size_t count);
 inline bool is_full_dump(const Case& c, int run) { return !c.timed || run == c.runs - 1; }
+// The positions of an output of `count` elements that run `run` hands over: none (the whole array)
+// for a full dump, else the probe drawn from the run's seed. The runner and the checker both ask here.
+inline std::vector<size_t> handed_over(const Case& c, int run, uint64_t seed, size_t count) {
+    return is_full_dump(c, run) ? std::vector<size_t>{} : probe_positions(seed, count);
+}
 // Copies device array `s` (at `dev`) to `host`: the whole array when `positions` is empty, else only
 // the elements at `positions`, in that order, gathered on the array's GPU first, so that the probe
 // of a gigabyte output moves 32 KB instead of the gigabyte.

@@ -103,9 +103,8 @@ void check_case(const Problem& p, const Case& c, const std::string& dir, JsonLin
         uint64_t seed = c.timed ? run_seed(c.seed, r) : c.seed;
         const auto specs = p.arrays(c);
         Positions positions(specs.size());
-        if (!is_full_dump(c, r))
-            for (size_t a = 0; a < specs.size(); ++a)
-                if (is_output(specs[a])) positions[a] = probe_positions(seed, specs[a].count);
+        for (size_t a = 0; a < specs.size(); ++a)
+            if (is_output(specs[a])) positions[a] = handed_over(c, r, seed, specs[a].count);
         Truth truth = compute_truth(p, c, seed, positions);
 
         // What was handed over, array by array.

@@ -145,6 +145,27 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// The work of block `bid`: its bm x bn tile of G (origin i0, j0) and its share of the k-tiles of
+// K = n^2 in steps of bk. Blocks are numbered split-major, so consecutive blocks share a K chunk
+// (and its L2 lines). The shares are even, and splits <= k-tiles, so none is empty.
+struct BlockWork {
+    int i0, j0;
+    long long t_begin;  // first k-tile
+    int ntiles;         // k-tiles
+};
+__device__ __forceinline__ BlockWork block_work(int bid, int n, int col_tiles, int tiles, int splits, int bm,
+                                                int bn, int bk) {
+    const int tile = bid % tiles;
+    const int split = bid / tiles;
+    const long long ktiles_all = ((long long)n * n + bk - 1) / bk;
+    BlockWork w;
+    w.i0 = (tile / col_tiles) * bm;
+    w.j0 = (tile % col_tiles) * bn;
+    w.t_begin = ktiles_all * split / splits;
+    w.ntiles = (int)(ktiles_all * (split + 1) / splits - w.t_begin);
+    return w;
+}
+
 // Fold one element of G into the strict upper triangle. C[k][l] for k < l is
 // 0.5 (G[k][l] + G[l][k]), so an element above the diagonal goes to its own place, one below
 // it to the mirrored place, and the diagonal of G belongs to no output.
@@ -245,17 +266,10 @@ kernel(int n, int col_tiles, int tiles, int splits, const double* __restrict__ A
     extern __shared__ __align__(16) double smem[];  // STAGES x (A tile, B tile)
 
     const int tid = threadIdx.x;
-    // Split-major numbering: consecutive blocks share a K chunk (and its L2 lines).
-    const int tile = blockIdx.x % tiles;
-    const int split = blockIdx.x / tiles;
-    const int i0 = (tile / col_tiles) * BM;
-    const int j0 = (tile % col_tiles) * BN;
-
+    const BlockWork w = block_work(blockIdx.x, n, col_tiles, tiles, splits, BM, BN, BK);
+    const int i0 = w.i0, j0 = w.j0, ntiles = w.ntiles;
+    const long long t_begin = w.t_begin;
     const long long K = (long long)n * n;             // inner dimension, one row of A or B
-    const long long ktiles_all = (K + BK - 1) / BK;
-    // Even share of the k-tiles; splits <= ktiles_all, so every split gets at least one.
-    const long long t_begin = ktiles_all * split / splits;
-    const int ntiles = (int)(ktiles_all * (split + 1) / splits - t_begin);
 
     // Loader. A: the interleave moves single doubles, so 8-byte copies; lanes 0-15 of warp
     // w copy row 16p + w of pass p and lanes 16-31 row 16p + 8 + w (each a 128-byte line),
@@ -446,17 +460,10 @@ kernel(int n, int col_tiles, int tiles, int splits, const double* __restrict__ A
     __shared__ __align__(16) double Bs[STAGES][BK][BS_STRIDE];  // Bs[s][k][j]: B tile, transposed
 
     const int tid = threadIdx.x;
-    // Split-major numbering: consecutive blocks share a K chunk (and its L2 lines).
-    const int tile = blockIdx.x % tiles;
-    const int split = blockIdx.x / tiles;
-    const int i0 = (tile / col_tiles) * BM;
-    const int j0 = (tile % col_tiles) * BN;
-
+    const BlockWork w = block_work(blockIdx.x, n, col_tiles, tiles, splits, BM, BN, BK);
+    const int i0 = w.i0, j0 = w.j0, ntiles = w.ntiles;
+    const long long t_begin = w.t_begin;
     const long long K = (long long)n * n;             // inner dimension, one row of A or B
-    const long long ktiles_all = (K + BK - 1) / BK;
-    // Even share of the k-tiles; splits <= ktiles_all, so every split gets at least one.
-    const long long t_begin = ktiles_all * split / splits;
-    const int ntiles = (int)(ktiles_all * (split + 1) / splits - t_begin);
 
     // Loader layout (both tiles): 8 consecutive threads copy one row's 8 k values, a 64-byte
     // run; 32 rows per pass, 4 passes for A (128 rows), 2 for B (64 rows).
