@@ -43,7 +43,8 @@ class CaseResult:
 @dataclass
 class Timing:
     times_ms: list
-    """Every timed run, in milliseconds, each on fresh inputs after an L2 flush."""
+    """Every timed run, in milliseconds, in the order taken (five bursts at least 0.4 s apart), each on fresh
+    inputs after an L2 flush."""
     warmup: int
     """Untimed calls before the timed ones."""
 
