@@ -249,6 +249,8 @@ int devices_in_use();
 // per timed case.
 constexpr int kTimedBursts = 5;
 constexpr double kBurstGapMs = 400;
+// Timed runs per burst: the runs split into at most kTimedBursts bursts, all full but the last.
+inline int burst_size(int runs) { return (runs + kTimedBursts - 1) / kTimedBursts; }
 template <class Prepare, class Body, class After>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after);
 void pause_ms(double ms);
@@ -289,7 +291,7 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
         if (DeviceFault f = settle()) throw f;
     }
     std::vector<double> ms;
-    const int per_burst = (runs + kTimedBursts - 1) / kTimedBursts;
+    const int per_burst = burst_size(runs);
     double burst_start = now_ms();
     for (int i = 0; i < runs; ++i) {
         if (i > 0 && i % per_burst == 0) {

@@ -65,6 +65,23 @@ TEST_CASE("every timed run gets its own seed, none equal to the case's") {
     CHECK(run_seed(s, -1) != run_seed(s, 0));
 }
 
+TEST_CASE("timed runs come in at most five bursts, all full but the last") {
+    auto bursts = [](int runs) {
+        std::vector<int> sizes;
+        for (int i = 0; i < runs; ++i) {
+            if (i % burst_size(runs) == 0) sizes.push_back(0);
+            ++sizes.back();
+        }
+        return sizes;
+    };
+    CHECK(bursts(20) == std::vector<int>{4, 4, 4, 4, 4});
+    CHECK(bursts(10) == std::vector<int>{2, 2, 2, 2, 2});
+    CHECK(bursts(11) == std::vector<int>{3, 3, 3, 2});
+    CHECK(bursts(21) == std::vector<int>{5, 5, 5, 5, 1});
+    CHECK(bursts(3) == std::vector<int>{1, 1, 1});
+    CHECK(bursts(1) == std::vector<int>{1});
+}
+
 TEST_CASE("host generation fills inputs and leaves pure outputs alone") {
     Case c;
     std::vector<ArraySpec> specs = {{"x", DType::f64, 10, Role::in}, {"y", DType::f32, 10, Role::out}};
