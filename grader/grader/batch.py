@@ -31,7 +31,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import build, gpu as gpu_mod, grade, gradescope, sandbox, submissions, tasks
+from . import build, gpu as gpu_mod, grade, gradescope, sandbox, submissions, tasks, workdir
 from .gpu import NoGpu
 from .report import atomic_write
 from .results import GpuInfo
@@ -168,7 +167,7 @@ class Batch:
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
         wall0 = time.monotonic()
-        work_root = Path(tempfile.mkdtemp(prefix="kit-batch-")).resolve()
+        work_root = workdir.new("kit-batch-")
         try:
             return self._run(work_root, wall0)
         finally:
@@ -327,7 +326,7 @@ class Batch:
         job.seconds += time.monotonic() - t0
 
     def _gpu_works(self) -> bool:
-        d = Path(tempfile.mkdtemp(prefix="kit-probe-"))
+        d = workdir.new("kit-probe-")
         try:
             r = sandbox.run([sys.executable, "-c", _GPU_PROBE], d, d / "probe.log", timeout=120)
             return r.returncode == 0

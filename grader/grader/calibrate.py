@@ -22,11 +22,10 @@ import datetime
 import json
 import math
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, gpu, grade, protocol, report, tasks
+from . import build, gpu, grade, protocol, report, tasks, workdir
 from .results import GpuInfo, Verdict
 
 PREFERRED_SOURCES = ("H100 SXM", "H200")
@@ -54,7 +53,7 @@ def measure(task: tasks.Task, info: GpuInfo, say=print) -> list:
     if task.returned:
         return _measure_in_grading(task, info, say)
     primary = task.data["performance"]["baseline"]
-    work = Path(tempfile.mkdtemp(prefix=f"kit-calibrate-{task.name}-"))
+    work = workdir.new(f"kit-calibrate-{task.name}-")
     try:
         build.build_harness(task, info.arch, work / "harness.log")
         secret = protocol.new_secret()

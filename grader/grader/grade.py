@@ -12,13 +12,12 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import build, protocol, sandbox, score
+from . import build, protocol, sandbox, score, workdir
 from .gpu import NoGpu, peak
 from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
 from .tasks import Case, Task, describe
@@ -33,11 +32,12 @@ class Options:
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
-    work = Path(tempfile.mkdtemp(prefix=f"kit-{task.name}-"))
+    work = workdir.new(f"kit-{task.name}-")
     try:
         return _grade(task, submission, gpu, opts, work)
     finally:
         if opts.keep:
+            workdir.keep(work)
             print(f"   Work folder kept: {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)

@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from . import build, grade, report, sandbox, submissions, tasks
+from . import build, grade, report, sandbox, submissions, tasks, workdir
 from . import gpu as gpu_mod
 from .gpu import NoGpu
 from .tasks import Task, describe
@@ -142,7 +141,7 @@ def main(args) -> int:
     names = args.assignments or tasks.registry()
     task_of = {n: tasks.load(n, include_hidden=True) for n in names}
     entry_points = {n: t.entry_point for n, t in task_of.items()}
-    work_root = Path(tempfile.mkdtemp(prefix="kit-gradescope-"))
+    work_root = workdir.new("kit-gradescope-")
     try:
         entry = submissions.Entry("submission", "submission", "gradescope")
         if sub.is_dir():

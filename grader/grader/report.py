@@ -21,33 +21,38 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
         if r.build_log and verbose_build:
             out += ["", *("   | " + line for line in r.build_log.splitlines()[:40])]
     if r.cases:
-        out += ["", f"   {'case':<10} {'size':<16} {'result':<14} {'rel. error':<11} note"]
+        # Columns as wide as their longest entry: case ids and sizes such as "n12345_w255" vary.
+        wid = max([10] + [len(c.id) for c in r.cases])
+        wsize = max([16] + [len(describe(c.params)) for c in r.cases])
+        out += ["", f"   {'case':<{wid}} {'size':<{wsize}} {'result':<14} {'rel. error':<11} note"]
         for c in r.cases:
             mark = _MARK.get(c.verdict, c.verdict.value)
             rel = f"{c.rel_error:.1e}" if c.rel_error is not None and c.rel_error != float("inf") else "-"
             note = "" if c.verdict == Verdict.CORRECT else c.message
             size = describe(c.params)
-            out.append(f"   {c.id:<10} {size:<16} {mark:<14} {rel:<11} {note}")
+            out.append(f"   {c.id:<{wid}} {size:<{wsize}} {mark:<14} {rel:<11} {note}".rstrip())
     for p in r.performance:
         t = p.timing
         size = describe(p.params)
         out += ["", f"   Performance, {size}: {len(t.times_ms)} runs after {t.warmup} warm-up, "
                     f"fresh inputs and a flushed L2 each"]
-        line = (f"     submission  {p.rate:>12,.1f} {p.metric}   median {t.median_ms:.3f} ms "
+        # Labels as wide as the longest baseline name ("copy of the same bytes"), so the rates line up.
+        lw = max([11] + [len(b.name) for b in p.baselines])
+        line = (f"     {'submission':<{lw}} {p.rate:>12,.1f} {p.metric}   median {t.median_ms:.3f} ms "
                 f"(min {min(t.times_ms):.3f}, max {max(t.times_ms):.3f}, spread {100 * t.spread:.1f}%)")
         if p.gbs and p.metric != "GB/s":
             line += f", {p.gbs:,.0f} GB/s"
         out.append(line)
         for b in p.baselines:
-            out.append(f"     {b.name:<11} {b.rate:>12,.1f} {p.metric}   median {b.timing.median_ms:.3f} ms"
+            out.append(f"     {b.name:<{lw}} {b.rate:>12,.1f} {p.metric}   median {b.timing.median_ms:.3f} ms"
                        f" (spread {100 * b.timing.spread:.1f}%)   you: {p.rate / b.rate:.2f}x")
         if p.peak:
-            out.append(f"     GPU peak    {p.peak:>12,.1f} {p.metric}")
+            out.append(f"     {'GPU peak':<{lw}} {p.peak:>12,.1f} {p.metric}")
         if p.thresholds:
             th = p.thresholds
             tiers = ", ".join(f"{rate:,.0f} -> {pts:g}" for rate, pts in zip(th.rates, th.points))
-            out.append(f"     thresholds  {tiers} ({p.metric} -> points)")
-            out.append(f"                 {th.source}")
+            out.append(f"     {'thresholds':<{lw}} {tiers} ({p.metric} -> points)")
+            out.append(f"     {'':<{lw}} {th.source}")
     if r.sanitizer_note:
         out.append(f"   compute-sanitizer: {r.sanitizer_note}")
     out.append("")

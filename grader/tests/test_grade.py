@@ -117,6 +117,23 @@ def test_the_terminal_report_shows_cases_rates_thresholds_and_score(replay):
     assert "Score: 100 / 100" in text
 
 
+def test_the_terminal_report_keeps_its_columns_in_line_when_a_case_id_or_size_is_long(replay):
+    from grader.results import CaseResult
+    r, _ = replay("reference")
+    r.cases = [CaseResult("n1", {"n": 1}, Verdict.CORRECT, rel_error=0.0),
+               CaseResult("n12345_w255", {"n": 12345, "w": 255}, Verdict.INCORRECT, "no element of P was written"),
+               CaseResult("n1000003_w63", {"n": 1000003, "w": 63, "k": 7}, Verdict.CORRECT, rel_error=1e-7)]
+    r.performance[0].baselines[0].name = "copy of the same bytes"
+    lines = report.terminal(r).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("case "))
+    table = lines[header:header + 4]
+    for word in ("result", "rel. error"):
+        col = table[0].index(word)
+        assert all(line[col - 1] == " " and line[col] != " " for line in table[1:]), (word, table)
+    perf = [line for line in lines if line.startswith("     ") and " GFLOPS " in line]
+    assert len({line.index(" GFLOPS ") for line in perf}) == 1, perf
+
+
 def test_the_json_record_round_trips_with_verdicts_as_words(replay, tmp_path):
     r, _ = replay("no_bounds_check")
     out = tmp_path / "trmm.json"

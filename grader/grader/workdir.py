@@ -1,0 +1,65 @@
+"""Work folders in the temp folder, and the sweep of those a killed grader left behind.
+
+A grading keeps its plans, results, logs and the outputs of the code under test (256 MiB for one
+dump of conv1d's large case) in a fresh folder, which it deletes when it ends: done, failed,
+Ctrl-C or TERM. A grader killed with -9, or by the kernel's out-of-memory killer, cannot, and a TA
+who stops a batch that way every week would fill the disk. So each folder holds a file naming the
+process that made it (and the host, since a temp folder may be shared with containers whose
+process numbers mean something else), and each new work folder first deletes those whose owner
+is gone. A folder kept on purpose (`grade --keep`) drops that file and is never swept.
+"""
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+OWNER = ".kit-owner"
+"""The file in a work folder that names its owner: "<pid> <hostname>"."""
+PREFIX = "kit-"
+"""Every work folder's name starts with this, so the sweep looks at nothing else."""
+
+
+def new(prefix: str) -> Path:
+    """A fresh work folder named <prefix>XXXXXXXX in the temp folder, owned by this process;
+    first deletes the folders of owners that are gone."""
+    assert prefix.startswith(PREFIX), prefix
+    sweep()
+    d = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+    (d / OWNER).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    return d
+
+
+def keep(d: Path) -> None:
+    """Keeps `d` for good: no later sweep deletes it."""
+    (d / OWNER).unlink(missing_ok=True)
+
+
+def sweep(root: Optional[Path] = None) -> list:
+    """Deletes the work folders in `root` (the temp folder) whose owner, a process of this host
+    and user, no longer runs. Returns the folders deleted."""
+    root = Path(root or tempfile.gettempdir())
+    host, uid = socket.gethostname(), os.getuid()
+    gone = []
+    for d in root.glob(PREFIX + "*"):
+        try:
+            pid_text, owner_host = (d / OWNER).read_text().split()
+            pid = int(pid_text)
+            mine = d.stat().st_uid == uid
+        except (OSError, ValueError):
+            continue  # not a work folder, one kept on purpose, or one being made right now
+        if mine and owner_host == host and not _running(pid):
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+    return gone
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: running
+        return True
+    return True

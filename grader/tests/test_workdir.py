@@ -1,0 +1,78 @@
+"""Work folders: a grader killed with -9 leaves its folder behind, and the next grading deletes it."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from grader import workdir
+
+GRADER = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def temp_root(monkeypatch, tmp_path):
+    """A temp folder of the tests' own, so no sweep touches the machine's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def folder_of_a_killed_grader(temp_root: Path) -> Path:
+    """Starts a process that makes a work folder and waits; kills it with -9; returns the folder."""
+    code = ("import sys, tempfile, time; tempfile.tempdir = sys.argv[1]\n"
+            "from grader import workdir\n"
+            "print(workdir.new('kit-trmm-'), flush=True); time.sleep(60)")
+    p = subprocess.Popen([sys.executable, "-c", code, str(temp_root)], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(GRADER)})
+    d = Path(p.stdout.readline().strip())
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    p.stdout.close()
+    (d / "dump.bin").write_bytes(b"\0" * 4096)  # what a runner had written
+    return d
+
+
+def test_a_work_folder_left_by_a_grader_killed_with_minus_9_is_deleted_by_the_next_one(temp_root):
+    stale = folder_of_a_killed_grader(temp_root)
+    assert stale.is_dir()
+    fresh = workdir.new("kit-reduce-")
+    assert not stale.exists()
+    assert fresh.is_dir() and fresh.parent == temp_root.resolve()
+
+
+def test_the_work_folder_of_a_grader_still_running_is_left_alone(temp_root):
+    mine = workdir.new("kit-conv1d-")
+    assert workdir.sweep() == []
+    assert mine.is_dir()
+
+
+def test_a_folder_kept_on_purpose_is_never_swept(temp_root):
+    stale = folder_of_a_killed_grader(temp_root)
+    workdir.keep(stale)
+    assert workdir.sweep() == []
+    assert (stale / "dump.bin").is_file()
+
+
+def test_folders_that_are_not_the_kits_or_belong_to_another_host_are_left_alone(temp_root):
+    stale = folder_of_a_killed_grader(temp_root)
+    owner = stale / workdir.OWNER
+    owner.write_text(owner.read_text().split()[0] + " another-host\n")
+    other = temp_root / "unrelated"
+    other.mkdir()
+    (other / workdir.OWNER).write_text(owner.read_text())
+    assert workdir.sweep() == []
+    assert stale.is_dir() and other.is_dir()
+
+
+def test_grading_sweeps_before_it_starts(temp_root, monkeypatch):
+    from grader import grade, tasks
+    from grader.results import GpuInfo
+
+    stale = folder_of_a_killed_grader(temp_root)
+    monkeypatch.setattr(grade, "_grade", lambda task, submission, gpu, opts, work: None)
+    grade.grade(tasks.load("trmm"), Path("kernel.cu"), GpuInfo(name="none", arch="sm_90"))
+    assert not stale.exists()
+    assert list(temp_root.glob("kit-*")) == []  # and its own folder is gone when it ends
