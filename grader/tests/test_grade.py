@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader import build, grade, report, tasks
-from grader.results import GpuInfo, Verdict
+from grader.results import CaseResult, GpuInfo, Verdict
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE = Path(__file__).parent / "fake_harness.py"
@@ -118,7 +118,6 @@ def test_the_terminal_report_shows_cases_rates_thresholds_and_score(replay):
 
 
 def test_the_terminal_report_keeps_its_columns_in_line_when_a_case_id_or_size_is_long(replay):
-    from grader.results import CaseResult
     r, _ = replay("reference")
     r.cases = [CaseResult("n1", {"n": 1}, Verdict.CORRECT, rel_error=0.0),
                CaseResult("n12345_w255", {"n": 12345, "w": 255}, Verdict.INCORRECT, "no element of P was written"),

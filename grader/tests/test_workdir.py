@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import workdir
+from grader import grade, tasks, workdir
+from grader.results import GpuInfo
 
 GRADER = Path(__file__).resolve().parents[1]
 
@@ -68,9 +69,6 @@ def test_folders_that_are_not_the_kits_or_belong_to_another_host_are_left_alone(
 
 
 def test_grading_sweeps_before_it_starts(temp_root, monkeypatch):
-    from grader import grade, tasks
-    from grader.results import GpuInfo
-
     stale = folder_of_a_killed_grader(temp_root)
     monkeypatch.setattr(grade, "_grade", lambda task, submission, gpu, opts, work: None)
     grade.grade(tasks.load("trmm"), Path("kernel.cu"), GpuInfo(name="none", arch="sm_90"))

@@ -83,6 +83,8 @@ struct ArraySpec {
 };
 
 inline size_t dtype_size(DType t) { return t == DType::f64 ? 8 : 4; }
+// Outputs are what a call hands over and the checker compares; inputs and scratch are neither.
+inline bool is_output(const ArraySpec& s) { return s.role == Role::out || s.role == Role::inout; }
 
 __host__ __device__ inline double fill_value(Fill f, uint64_t seed, uint64_t stream, uint64_t i) {
     switch (f.kind) {

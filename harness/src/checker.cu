@@ -38,8 +38,6 @@ std::vector<unsigned char> read_file(const std::string& path, bool& ok) {
     return data;
 }
 
-bool is_output(const ArraySpec& s) { return s.role == Role::out || s.role == Role::inout; }
-
 // For every array of a case: the positions compared (empty: the whole array).
 using Positions = std::vector<std::vector<size_t>>;
 

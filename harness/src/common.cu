@@ -104,7 +104,7 @@ HostArrays::HostArrays(const std::vector<ArraySpec>& s, bool outputs_only) {
     specs = s;
     storage.resize(specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
-        if (outputs_only && (specs[i].role == Role::in || specs[i].role == Role::scratch)) {
+        if (outputs_only && !is_output(specs[i])) {
             ptrs.push_back(nullptr);
             continue;
         }

@@ -55,7 +55,7 @@ void write_file(const std::string& path, const void* data, size_t bytes) {
 void dump_outputs(const std::string& dir, const Case& c, int run, uint64_t seed, const Arrays& dev) {
     for (size_t a = 0; a < dev.specs.size(); ++a) {
         const ArraySpec& s = dev.specs[a];
-        if (s.role == Role::in || s.role == Role::scratch) continue;
+        if (!is_output(s)) continue;
         std::vector<size_t> positions = handed_over(c, run, seed, s.count);
         std::vector<unsigned char> host((positions.empty() ? s.count : positions.size()) * dtype_size(s.dtype));
         copy_to_host(s, dev.ptrs[a], positions, host.data());
