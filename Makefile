@@ -9,8 +9,8 @@
 #   make batch SUBMISSIONS=dir [OUT=dir] [REGRADE=student]   grade a whole class (TAs)
 #   make bench [A=...] [REPEAT=5] [BENCH_OUT=dir]           the references against the libraries and the GPU's limits
 #
-# The grader (grader/, plain Python 3) calls the internal targets at the bottom to build the
-# harness once per GPU architecture and to compile each submission on its own.
+# The grader (grader/, plain Python 3) calls `make harness` to build the harness once per GPU
+# architecture; it compiles and links each submission itself (grader/grader/build.py).
 
 ASSIGNMENTS := $(shell sed -e 's/\#.*//' assignments/registry.txt)
 A ?= $(ASSIGNMENTS)
@@ -68,7 +68,7 @@ handouts dist:
 # The harness: shared objects, then per assignment the checker (a whole program, no student code)
 # and the runner's problem object (linked with a student's object at grading time).
 harness: $(foreach a,$(A),$(BUILD)/$(a)/checker $(BUILD)/$(a)/problem_runner.o) \
-         $(BUILD)/harness/runner.o $(BUILD)/harness/common.o
+         $(BUILD)/harness/runner.o $(BUILD)/harness/common.o $(BUILD)/harness/gpu_probe
 
 $(BUILD)/harness/%.o: harness/src/%.cu $(HEADERS)
 	@mkdir -p $(@D)
@@ -85,12 +85,10 @@ $(BUILD)/%/problem_checker.o: assignments/%/problem.cu $(HEADERS) $(PROBLEM_HEAD
 $(BUILD)/%/checker: $(BUILD)/%/problem_checker.o $(BUILD)/harness/checker.o $(BUILD)/harness/check.o $(BUILD)/harness/common.o
 	$(NVCC) -arch=$(ARCH) -Xcompiler -fopenmp $^ -lcublas -o $@
 
-# Internal, called by the grader: one student file compiled on its own, then linked with the runner.
-student-object:
-	$(NVCC) -std=c++17 -O3 -arch=$(ARCH) -Iharness/include -c $(SRC) -o $(OBJ)
-
-link-runner:
-	$(NVCC) -arch=$(ARCH) $(OBJ) $(BUILD)/$(A)/problem_runner.o $(BUILD)/harness/runner.o $(BUILD)/harness/common.o -o $(EXE)
+# Linked as a runner is (build.py links each submission's kernel.o with the objects above the same
+# way): batch grading learns from it which libraries a runner loads, and checks the GPU in the jail.
+$(BUILD)/harness/gpu_probe: $(BUILD)/harness/gpu_probe.o $(BUILD)/harness/common.o
+	$(NVCC) -arch=$(ARCH) $^ -o $@
 
 # ---------------------------------------------------------------------------------------------
 # C++ tests (Catch2, host code only): the harness's helpers and every assignment's CPU reference.

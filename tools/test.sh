@@ -4,7 +4,7 @@
 #   2. Python tests (pytest): the grader, from recorded fixtures; then the GPU tests, which grade
 #      the references, the skeletons and the known-wrong submissions on the local GPU, and are
 #      reported as skipped, by name and with the reason, where there is none.
-# Installs what it needs (Debian's catch2 and chromium, pytest and the handouts' Jinja2, markdown and
+# Installs what it needs (Debian's catch2, chromium and bubblewrap, pytest and the handouts' Jinja2, markdown and
 # pypdf in a virtual environment) or names what is missing.
 set -eu
 cd "$(dirname "$0")/.."
@@ -35,6 +35,18 @@ if ! command -v chromium >/dev/null 2>&1; then
         echo "test: Chromium is missing and could not be installed (apt-get install chromium)" >&2; exit 2
     fi
     echo "SKIPPED: the handouts' browser and PDF tests: Chromium is not installed (apt-get install chromium)"
+fi
+
+# --- bubblewrap (Debian's bubblewrap): the jail of batch and Gradescope grading -------------------
+if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "test: installing Debian's bubblewrap"
+    (apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }) || true
+fi
+if ! command -v bwrap >/dev/null 2>&1; then
+    if [ "${CI:-}" = true ]; then
+        echo "test: bubblewrap is missing and could not be installed (apt-get install bubblewrap)" >&2; exit 2
+    fi
+    echo "SKIPPED: the jail's tests: bubblewrap is not installed (apt-get install bubblewrap)"
 fi
 
 # --- Python: the system's pytest and handout tools if it has them, else a virtual environment ---

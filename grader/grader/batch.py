@@ -34,26 +34,19 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import build, gpu as gpu_mod, grade, gradescope, sandbox, submissions, tasks, workdir
+from . import build, gpu as gpu_mod, grade, gradescope, jail, sandbox, submissions, tasks, workdir
+from .limits import Limits
 from .gpu import NoGpu
 from .report import atomic_write
 from .results import GpuInfo
 from .tasks import describe
 
 STAGES = ("build", "correctness", "sanitize", "performance")
-_GPU_PROBE = r"""
-import ctypes, sys
-c = ctypes.CDLL("libcuda.so.1")
-d, ctx, p = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
-ok = (c.cuInit(0) == 0 and c.cuDeviceGet(ctypes.byref(d), 0) == 0
-      and c.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), d) == 0 and c.cuCtxSetCurrent(ctx) == 0
-      and c.cuMemAlloc_v2(ctypes.byref(p), 1 << 24) == 0 and c.cuMemFree_v2(p) == 0)
-sys.exit(0 if ok else 3)
-"""
 
 
 @dataclass
@@ -72,8 +65,9 @@ class Options:
     reference: bool = True
     """Grade reference/<a>/kernel.cu once on this GPU, for the plots (kept in out/reference/)."""
     isolation: bool = True
-    """Run submissions in the jail (sandbox.Jail); off only to debug the kit."""
-    memory_bytes: Optional[int] = sandbox.DEFAULT_MEMORY_BYTES
+    """Run student code in the jail (jail.py); off only to debug the kit."""
+    memory_bytes: int = Limits.memory_bytes
+    """Host memory of all of one submission's processes together."""
     tty: Optional[bool] = None
     """Progress updated in place (default: when stderr is a terminal)."""
 
@@ -100,9 +94,13 @@ def main(args) -> int:
         submissions=Path(args.submissions), out=Path(args.out or tasks.ROOT / "grades" / "batch"), jobs=args.jobs or 0,
         assignments=args.assignments or [], regrade=args.regrade or [], regrade_all=args.regrade_all,
         timed_runs=args.timed_runs or 0, reference=not args.no_reference, isolation=not args.no_isolation,
-        memory_bytes=None if args.memory_gib == 0 else int(args.memory_gib * (1 << 30)))
+        memory_bytes=int(args.memory_gib * (1 << 30)))
+    if opts.memory_bytes < (1 << 30):
+        raise tasks.TaskError(f"--memory-gib {args.memory_gib:g}: a submission needs at least 1 GiB of host memory")
     if not opts.submissions.is_dir():
         raise tasks.TaskError(f"{opts.submissions} is not a folder of submissions")
+    if opts.isolation:
+        jail.find(tasks.ROOT / "harness" / "include")  # no jail, no grading: say so before anything else
     info = gpu_mod.detect()
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a TERM stops it like Ctrl-C: what finished is kept
     try:
@@ -129,6 +127,41 @@ def _fmt_s(s: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+class Steps:
+    """Every build and GPU stage runs shared; a failed build is tried again alone, with nothing else of
+    the batch running, so that another submission's load never becomes a student's verdict."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._active = 0
+        self._alone = False
+
+    @contextmanager
+    def shared(self):
+        with self._cv:
+            self._cv.wait_for(lambda: not self._alone)
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._active -= 1
+                self._cv.notify_all()
+
+    @contextmanager
+    def alone(self):
+        with self._cv:
+            self._cv.wait_for(lambda: not self._alone)
+            self._alone = True
+            self._cv.wait_for(lambda: self._active == 0)
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._alone = False
+                self._cv.notify_all()
+
+
 class Batch:
     def __init__(self, opts: Options, gpu: GpuInfo):
         self.opts, self.gpu = opts, gpu
@@ -148,7 +181,8 @@ class Batch:
         self.started = time.monotonic()
         self.tty = opts.tty if opts.tty is not None else sys.stderr.isatty()
         self.jail = None
-        self.isolation = {"jail": "off (--no-isolation)"}
+        self.isolation = {}
+        self.steps = Steps()
 
     # -- state ------------------------------------------------------------------------------------
     def _load_state(self) -> dict:
@@ -201,12 +235,12 @@ class Batch:
         nothing = [e for e in entries if e.problem]
         self._say(f"batch: {len(entries)} entries in {o.submissions} ({len(nothing)} with nothing gradeable); "
                   f"{len(todo)} submissions to grade, {skipped} already graded (kept)")
-        self._setup_jail(work_root)
-        self._say("batch: isolation: " + "; ".join(f"{k} {v}" for k, v in self.isolation.items()))
         needed = sorted({j.assignment for j in todo} | (set() if not o.reference else {
             a for e in entries for a in e.files}))
         for a in needed:  # the harness once per assignment, before anything else
             build.build_harness(self.tasks[a], self.gpu.arch, work_root / f"harness-{a}.log")
+        self._setup_jail(work_root)
+        self._say("batch: isolation: " + "; ".join(f"{k} {v}" for k, v in self.isolation.items()))
         for e in entries:
             self._write_student(e.student)
         self._write_gradebook()
@@ -251,46 +285,17 @@ class Batch:
 
     # -- isolation --------------------------------------------------------------------------------
     def _setup_jail(self, work_root: Path) -> None:
+        """The jail every program holding student code runs in (jail.py), checked with the GPU inside
+        it: without one, the batch stops here (JailError) rather than run anything unjailed."""
         if not self.opts.isolation:
+            self.isolation = {"jail": "OFF (--no-isolation): student code ran as the TA, with the TA's files "
+                                      "and network"}
+            self._say("batch: WARNING: --no-isolation: student code runs unjailed, as you, with your files and "
+                      "network. For debugging the kit only, never for a class.")
             return
-        # What a submission must not read: the references, the other submissions (their folder, and
-        # the work root, where every submission's work folder but its own is hidden), every grade.
-        # The task files stay readable, hidden cases' public seeds included: the runner only ever gets
-        # seeds mixed with a secret drawn for each grading (protocol.case_seed), so the seeds in a
-        # task file, or in a plan, tell nothing about the next grading's inputs.
-        hide, notes = [], []
-        root = tasks.ROOT.resolve()
-        for h in (root / "reference", self.opts.submissions.resolve(), self.out, root / "grades"):
-            if h == root or h in root.parents:
-                notes.append(f"{h} holds the kit itself, so it is not hidden: keep submissions and outputs "
-                             f"outside the kit's folder")
-            else:
-                hide.append(h)
-        jail = sandbox.Jail(hide=hide, work_root=work_root, namespaces=sandbox.namespaces_work(),
-                            memory_bytes=self.opts.memory_bytes, base_env=sandbox.scrubbed_env(tasks.ROOT))
-        # The GPU must still work inside: probe it there, giving up first the namespaces, then the memory
-        # limit, where the platform does not allow them together with CUDA.
-        probe_dir = work_root / "probe"
-        probe_dir.mkdir()
-        for attempt in range(3):
-            sandbox.confine(jail)
-            r = sandbox.run([sys.executable, "-c", _GPU_PROBE], probe_dir, probe_dir / "probe.log", timeout=120,
-                            untrusted=True)
-            if r.returncode == 0:
-                break
-            if jail.namespaces:
-                notes.append("the GPU did not open inside namespaces: run without them")
-                jail.namespaces = False
-            elif jail.memory_bytes:
-                notes.append("the GPU did not open under RLIMIT_DATA: no memory limit")
-                jail.memory_bytes = None
-            else:
-                notes.append(f"the GPU probe failed even without the jail (exit {r.returncode}): {r.output[-300:]}")
-                break
-        self.jail = jail
-        self.isolation = jail.describe()
-        if notes:
-            self.isolation["notes"] = "; ".join(notes)
+        self.jail = sandbox.open_jail(work_root, tasks.ROOT / "harness" / "include", build.probe_path(self.gpu.arch),
+                                      Limits(memory_bytes=self.opts.memory_bytes))
+        self.isolation = self.jail.describe()
 
     # -- the stages -------------------------------------------------------------------------------
     def _build(self, job: Job) -> Job:
@@ -298,19 +303,29 @@ class Batch:
         task = self.tasks[job.assignment]
         try:
             job.work.mkdir(parents=True)
-            job.result = grade.new_result(task, job.src, self.gpu, grade.Options())
-            job.result.submission = f"{job.entry.source}: {job.entry.shown.get(job.assignment, '')}"
-            job.built = grade.build_stage(task, job.src, self.gpu.arch, job.work, job.result)
+            with self.steps.shared():
+                job.built = self._build_once(job, task)
+            if not job.built and job.result.verdict == grade.Verdict.BUILD_ERROR:
+                # Another submission's load (a fork bomb, a full disk) can make a build fail: a build error
+                # counts only when the build fails again with nothing else running.
+                with self.steps.alone():
+                    job.built = self._build_once(job, task)
         except Exception as e:  # noqa: BLE001 - whatever happens costs this submission only
             job.error = f"the build stage failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0
         return job
 
+    def _build_once(self, job: Job, task) -> bool:
+        job.result = grade.new_result(task, job.src, self.gpu, grade.Options())
+        job.result.submission = f"{job.entry.source}: {job.entry.shown.get(job.assignment, '')}"
+        return grade.build_stage(task, job.src, self.gpu.arch, job.work, job.result)
+
     def _gpu(self, job: Job) -> None:
         t0 = time.monotonic()
         task = self.tasks[job.assignment]
         try:
-            grade.gpu_stages(task, job.work, self.gpu, grade.Options(), job.result)
+            with self.steps.shared():
+                grade.gpu_stages(task, job.work, self.gpu, grade.Options(), job.result)
         except NoGpu as e:
             if self._gpu_works():
                 # The device is fine: the submission's own process ended with the runner's "no GPU" status.
@@ -328,7 +343,7 @@ class Batch:
     def _gpu_works(self) -> bool:
         d = workdir.new("kit-probe-")
         try:
-            r = sandbox.run([sys.executable, "-c", _GPU_PROBE], d, d / "probe.log", timeout=120)
+            r = sandbox.run([str(build.probe_path(self.gpu.arch))], d, d / "probe.log", timeout=120)
             return r.returncode == 0
         finally:
             shutil.rmtree(d, ignore_errors=True)

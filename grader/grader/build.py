@@ -40,11 +40,17 @@ def require_nvcc() -> str:
     return nvcc
 
 
-def make(args: list, log: Path, timeout: float, untrusted: Path = None) -> sandbox.Run:
-    """`make` in the kit's folder; with `untrusted` (a submission's work folder) it reads student
-    code, so it runs there inside the sandbox's jail, where one is set."""
-    return sandbox.run(["make", "--no-print-directory", "-s", "-C", str(ROOT), *args], untrusted or ROOT, log,
-                       timeout, untrusted=untrusted is not None)
+STUDENT_FLAGS = ["-std=c++17", "-O3"]
+"""How a kernel.cu is compiled (with -arch and -I harness/include), the same for every student."""
+
+
+def make(args: list, log: Path, timeout: float) -> sandbox.Run:
+    """`make` in the kit's folder (the harness: kit code only)."""
+    return sandbox.run(["make", "--no-print-directory", "-s", "-C", str(ROOT), *args], ROOT, log, timeout)
+
+
+def _nvcc() -> str:
+    return str(Path(require_nvcc()).resolve())
 
 
 def build_harness(task: Task, arch: str, log: Path) -> None:
@@ -53,6 +59,17 @@ def build_harness(task: Task, arch: str, log: Path) -> None:
     run = make(["harness", f"A={task.name}", f"ARCH={arch}"], log, timeout=1800)
     if run.returncode != 0:
         raise KitError(f"the harness of {task.name} did not build (see {log}):\n{run.output}")
+
+
+def runner_objects(task: Task, arch: str) -> list:
+    """The runner's own objects, linked with a student's kernel.o (as `make harness` builds them)."""
+    b = ROOT / "build" / arch
+    return [b / task.name / "problem_runner.o", b / "harness" / "runner.o", b / "harness" / "common.o"]
+
+
+def probe_path(arch: str) -> Path:
+    """A CUDA program built and linked as the runner is, that opens the GPU and runs one kernel."""
+    return ROOT / "build" / arch / "harness" / "gpu_probe"
 
 
 def checker_path(task: Task, arch: str) -> Path:
@@ -68,8 +85,9 @@ def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> t
         shutil.copyfile(src, dst)
     except OSError as e:
         return False, f"cannot read the submission {src}: {e.strerror}"
-    run = make(["student-object", f"ARCH={arch}", f"SRC={dst}", f"OBJ={workdir / 'kernel.o'}"],
-               workdir / "build.log", timeout, untrusted=workdir)
+    include = sandbox.expose(ROOT / "harness" / "include")
+    run = sandbox.run([_nvcc(), *STUDENT_FLAGS, f"-arch={arch}", f"-I{include}", "-c", "kernel.cu", "-o", "kernel.o"],
+                      workdir, workdir / "build.log", timeout, view="compile")
     text = _clean(sandbox.tail(workdir / "build.log", 20000), workdir)
     if run.timed_out:
         return False, f"the compiler did not finish within {timeout:.0f} s"
@@ -117,8 +135,9 @@ def scan_forbidden(obj: Path) -> list:
 
 def link_runner(task: Task, workdir: Path, arch: str, timeout: float) -> tuple:
     """(ok, messages): the student's object linked with the runner into workdir/runner."""
-    run = make(["link-runner", f"A={task.name}", f"ARCH={arch}", f"OBJ={workdir / 'kernel.o'}",
-                f"EXE={workdir / 'runner'}"], workdir / "link.log", timeout)
+    objects = [sandbox.expose(p) for p in runner_objects(task, arch)]
+    run = sandbox.run([_nvcc(), f"-arch={arch}", "kernel.o", *objects, "-o", "runner"], workdir, workdir / "link.log",
+                      timeout, view="compile", read_only=tuple(objects))
     text = _clean(sandbox.tail(workdir / "link.log", 20000), workdir)
     if run.returncode != 0 and "undefined reference" in text:
         entry = task.entry_point.split("(")[0].split()[-1]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import gpu, report, tasks
 from .build import KitError
+from .jail import JailError
 from .grade import Options, grade
 from .results import Verdict
 
@@ -53,13 +54,15 @@ def main(argv=None) -> int:
     b.add_argument("--regrade-all", action="store_true", help="grade everything again")
     b.add_argument("--timed-runs", type=int, help="timed runs per graded case (at least 10) instead of the task's")
     b.add_argument("--no-reference", action="store_true", help="do not time the reference solution for the plots")
-    b.add_argument("--no-isolation", action="store_true", help="run submissions without the jail (debugging only)")
-    b.add_argument("--memory-gib", type=float, default=16, help="host memory (RLIMIT_DATA) per submission's "
-                                                                 "program, GiB (0: no limit; default 16)")
+    b.add_argument("--no-isolation", action="store_true", help="run student code WITHOUT the jail, as you, with your "
+                                                                "files and network (debugging the kit only)")
+    b.add_argument("--memory-gib", type=float, default=16, help="host memory of all of one submission's processes, "
+                                                                 "GiB (default 16)")
     gs = sub.add_parser("gradescope", help="grade inside Gradescope's autograder (source/, submission/, results/)")
     gs.add_argument("--root", type=Path, default=Path("/autograder"), help="the autograder folder (default /autograder)")
     gs.add_argument("--assignments", nargs="+", metavar="A", help="the assignments this autograder grades "
                                                                   "(default: whichever files the submission holds)")
+    gs.add_argument("--no-isolation", action="store_true", help="run student code WITHOUT the jail (debugging only)")
     be = sub.add_parser("bench", help="grade every hidden reference on this GPU: rates next to the library "
                                       "baselines and the physical limit, stage times, spread over repeats")
     be.add_argument("assignments", nargs="*", help="assignment names (default: all in the registry)")
@@ -92,6 +95,9 @@ def main(argv=None) -> int:
             # Instructor-side modules (Jinja2, Chromium), imported only for their verb.
             return importlib.import_module(f".{args.verb}", __package__).main(args)
         return _grade(args)
+    except JailError as e:
+        print(f"grader: no jail for student code, so nothing was run: {e}", file=sys.stderr)
+        return EXIT_CANNOT_GRADE
     except (tasks.TaskError, KitError, gpu.NoGpu) as e:
         print(f"grader: {e}", file=sys.stderr)
         return EXIT_CANNOT_GRADE

@@ -157,11 +157,13 @@ def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
     while pending:
         attempt += 1
         plan = work / f"correctness{attempt}.plan"
-        plan.write_text("".join(protocol.plan_line("case", c.id, seeds[c.id], c.tol, c.reference,
+        protocol.write_fresh(plan, "".join(protocol.plan_line("case", c.id, seeds[c.id], c.tol, c.reference,
                                                    c.params) + "\n" for c in pending))
         results = work / f"correctness{attempt}.jsonl"
         dumps = work / "dumps"
-        dumps.mkdir(exist_ok=True)
+        if not dumps.is_dir():
+            protocol.clear(dumps)
+            dumps.mkdir()
         run = _run_runner(work, plan, dumps, results, task.timeouts["case"], len(pending))
         records = protocol.read_results(results)
         for r in records:
@@ -210,12 +212,15 @@ def _run_runner(work: Path, plan: Path, dumps: Path, results: Path, case_limit: 
             state["lines"], state["since"] = n, time.monotonic()
         return time.monotonic() - state["since"] > case_limit
 
-    results.write_text("")
+    protocol.write_fresh(results, "")
     return sandbox.run([str(work / "runner"), str(plan), str(dumps), str(results)], work, work / "runner.log",
-                       timeout=case_limit * ncases + 60, watchdog=watchdog, untrusted=True)
+                       timeout=case_limit * ncases + 60, watchdog=watchdog, view="run",
+                       read_only=(work / "runner",))
 
 
 def _fault(run: sandbox.Run, records: list, case_id: str) -> tuple:
+    if run.stopped_for:
+        return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
     for r in records:
         if r.get("case") == case_id and r.get("event") in ("launch_error", "runtime_error"):
             verdict = Verdict.LAUNCH_ERROR if r["event"] == "launch_error" else Verdict.RUNTIME_ERROR
@@ -235,9 +240,9 @@ def _check(task: Task, work: Path, arch: str, plan_lines: list, label: str) -> d
     if not plan_lines:
         return {}
     plan = work / f"check-{label}.plan"
-    plan.write_text("\n".join(plan_lines) + "\n")
+    protocol.write_fresh(plan, "\n".join(plan_lines) + "\n")
     results = work / f"check-{label}.jsonl"
-    results.write_text("")
+    protocol.write_fresh(results, "")
     checker = build.checker_path(task, arch)
     run = sandbox.run([str(checker), "check", str(plan), str(work / "dumps"), str(results)], work,
                       work / f"check-{label}.log", timeout=1800)
@@ -304,21 +309,21 @@ def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
     """Runs the runner under each tool; a race is a verdict of its own even when the output was
     right, a memory error is a runtime error. Where compute-sanitizer is missing, says so."""
     case, tools = task.sanitize
-    exe = shutil.which("compute-sanitizer")
+    exe = _sanitizer()
     if not exe:
         result.sanitizer_note = f"{', '.join(tools)} not run: compute-sanitizer is not on PATH"
         return
     plan = work / "sanitize.plan"
-    plan.write_text(protocol.plan_line("case", case.id, protocol.case_seed(case.seed, secret, salt=2), case.tol,
+    protocol.write_fresh(plan, protocol.plan_line("case", case.id, protocol.case_seed(case.seed, secret, salt=2), case.tol,
                                        "cpu", case.params) + "\n")
     for tool in tools:
         log = work / f"sanitize-{tool}.log"
         results = work / f"sanitize-{tool}.jsonl"
-        results.write_text("")
+        protocol.write_fresh(results, "")
         run = sandbox.run([exe, "--tool", tool, "--error-exitcode", str(_SANITIZER_FOUND), "--print-limit", "10",
                            "--log-file", str(log), str(work / "runner"), str(plan), str(work / "dumps"), str(results)],
                           work, work / f"sanitize-{tool}.out", timeout=task.timeouts.get("sanitize", 600),
-                          untrusted=True)
+                          view="sanitize", read_only=(work / "runner",))
         what = f"{tool} ({case.describe()})"
         if run.timed_out:
             result.sanitizer_note += f"{what}: did not finish in time, no finding. "
@@ -337,6 +342,15 @@ def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
 
 
 _SANITIZER_FOUND = 86
+
+
+def _sanitizer():
+    """compute-sanitizer's own executable (the one on PATH is often a shell script that calls it)."""
+    exe = shutil.which("compute-sanitizer")
+    if not exe:
+        return None
+    real = Path(exe).resolve().parent.parent / "compute-sanitizer" / "compute-sanitizer"
+    return str(real) if real.is_file() else exe
 
 
 def _race_reported(log: str) -> bool:
@@ -377,7 +391,7 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, seed: int, result: G
     line = protocol.plan_line("timed", g.id, seed, g.tol, g.reference, g.params,
                               warmup=graded.warmup, runs=graded.runs)
     plan = work / f"timed-{g.id}.plan"
-    plan.write_text(line + "\n")
+    protocol.write_fresh(plan, line + "\n")
     results = work / f"timed-{g.id}.jsonl"
     limit = task.timeouts["timed"]
     run = _run_runner(work, plan, work / "dumps", results, limit, 1)
@@ -457,7 +471,7 @@ def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
 def _baselines(task: Task, work: Path, arch: str, plan: Path, case_id: str, warmup: int) -> list:
     """(library route, Timing) for every route the checker times."""
     results = work / f"baseline-{case_id}.jsonl"
-    results.write_text("")
+    protocol.write_fresh(results, "")
     checker = build.checker_path(task, arch)
     run = sandbox.run([str(checker), "baseline", str(plan), str(results)], work, work / f"baseline-{case_id}.log",
                       timeout=task.timeouts["timed"])

@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import build, grade, report, sandbox, submissions, tasks, workdir
+from . import build, grade, jail, report, sandbox, submissions, tasks, workdir
+from .limits import Limits
 from . import gpu as gpu_mod
 from .gpu import NoGpu
 from .tasks import Task, describe
@@ -154,6 +155,15 @@ def main(args) -> int:
                                     "".join(f"\n{n}" for n in entry.notes), time.monotonic() - start), out)
             print(entry.problem)
             return 0
+        if not getattr(args, "no_isolation", False):
+            try:  # no jail, no grading: nothing of the student's runs open
+                jail.find(tasks.ROOT / "harness" / "include")
+            except jail.JailError as e:
+                why = f"this autograder has no jail for student code, so the submission was not run: {e}"
+                write_json(results_json([not_graded(a, why) for a in entry.files], task_of,
+                                        [n for n in names if n not in entry.files], why, time.monotonic() - start), out)
+                print(f"grader: {why}", file=sys.stderr)
+                return 2
         try:
             gpu = gpu_mod.detect()
         except NoGpu as e:
@@ -163,9 +173,19 @@ def main(args) -> int:
                                     time.monotonic() - start), out)
             print(f"grader: {e}", file=sys.stderr)
             return 2
-        jail = sandbox.Jail(hide=[tasks.ROOT / "reference", sub, results], work_root=work_root,
-                            namespaces=sandbox.namespaces_work(), base_env=sandbox.scrubbed_env(tasks.ROOT))
-        sandbox.confine(jail)
+        isolation = {"jail": "OFF (--no-isolation): student code ran unjailed"}
+        if not getattr(args, "no_isolation", False):
+            for a in entry.files:
+                build.build_harness(task_of[a], gpu.arch, work_root / f"harness-{a}.log")
+            try:
+                isolation = sandbox.open_jail(work_root, tasks.ROOT / "harness" / "include",
+                                              build.probe_path(gpu.arch), Limits()).describe()
+            except jail.JailError as e:
+                why = f"the jail for student code does not work here, so the submission was not run: {e}"
+                write_json(results_json([not_graded(a, why) for a in entry.files], task_of,
+                                        [n for n in names if n not in entry.files], why, time.monotonic() - start), out)
+                print(f"grader: {why}", file=sys.stderr)
+                return 2
         records = []
         for a, src in sorted(entry.files.items()):
             task = task_of[a]
@@ -180,7 +200,7 @@ def main(args) -> int:
                 rec = json.loads(json.dumps(result.to_json(), default=str))
             except (build.KitError, NoGpu, OSError) as e:
                 rec = not_graded(a, str(e))
-            rec["isolation"] = jail.describe()
+            rec["isolation"] = isolation
             records.append(rec)
             print(f"{a}: {rec.get('verdict')} {rec.get('score', 0):g}: {rec.get('message', '')}", flush=True)
         hidden = {n: [c.id for c in t.cases if getattr(c, "hidden", False)] for n, t in task_of.items()}

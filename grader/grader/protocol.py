@@ -5,7 +5,10 @@ Never stdout: a submission shares the runner's process and may print anything.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
+import stat
 from pathlib import Path
 
 # Mirrors kit::ExitCode in harness/include/kit.cuh (a test checks that they agree).
@@ -44,13 +47,14 @@ def plan_line(kind: str, case_id: str, seed: int, tol: float, reference: str, pa
     return " ".join(words)
 
 
+RESULTS_LIMIT = 64 << 20
+"""The most of a results file ever read."""
+
+
 def read_results(path: Path) -> list:
     """The complete JSON lines of a results file; a line cut off by a crash is dropped."""
     records = []
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return records
+    text = read_regular(path, RESULTS_LIMIT).decode(errors="replace")
     for line in text.splitlines():
         try:
             rec = json.loads(line)
@@ -59,3 +63,51 @@ def read_results(path: Path) -> list:
         if isinstance(rec, dict):
             records.append(rec)
     return records
+
+
+# ---------------------------------------------------------------------------------------------
+# Files in a work folder, where a jailed program may have left links, pipes or folders in their place.
+
+def read_regular(path: Path, limit: int, from_end: bool = False) -> bytes:
+    """Up to `limit` bytes of `path` (its last ones with from_end) if it is a regular file, else b"":
+    never through a link (to a file of the TA's), never from a pipe (which could block for good)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b""
+        if from_end and st.st_size > limit:
+            os.lseek(fd, st.st_size - limit, os.SEEK_SET)
+        chunks, left = [], limit
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def clear(path: Path) -> None:
+    """Removes whatever stands at `path` (a file, a link, a folder), not following links."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
+
+
+def write_fresh(path: Path, text: str) -> None:
+    """A new regular file at `path` holding `text`, whatever stood there before."""
+    clear(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import batch, build, grade, sandbox, submissions, tasks
+from grader import batch, build, grade, jail, sandbox, submissions, tasks
 from grader import gpu as gpu_mod
 from grader.build import Forbidden
 from grader.results import GpuInfo
@@ -382,71 +382,49 @@ def test_the_progress_line_counts_verdicts_and_estimates_the_time_left(fake_kit,
 
 
 # ---------------------------------------------------------------------------------------------
-# The jail.
+# The jail (its walls are tested in test_jail.py).
 
-needs_namespaces = pytest.mark.skipif(not sandbox.namespaces_work(),
-                                      reason="unprivileged user namespaces are not available here")
-
-
-@needs_namespaces
-def test_a_jailed_program_sees_no_reference_no_other_submission_and_no_network(tmp_path):
-    secret = tmp_path / "reference"
-    secret.mkdir()
-    (secret / "kernel.cu").write_text("the answer")
-    root = tmp_path / "work"
-    (root / "a").mkdir(parents=True)
-    (root / "b").mkdir()
-    (root / "b" / "kernel.cu").write_text("someone else's")
-    jail = sandbox.Jail(hide=[secret], work_root=root, namespaces=True, memory_bytes=1 << 30,
-                        base_env=sandbox.scrubbed_env(tasks.ROOT, {"PATH": os.environ["PATH"], "KIT_SECRET": "x"}))
-    code = ("import os, socket, sys\n"
-            f"print('ref', os.path.exists({str(secret / 'kernel.cu')!r}))\n"
-            f"print('other', os.path.exists({str(root / 'b' / 'kernel.cu')!r}), sorted(os.listdir('..')))\n"
-            "print('env', 'KIT_SECRET' in os.environ)\n"
-            "try:\n    socket.create_connection(('1.1.1.1', 80), 2); print('net yes')\n"
-            "except OSError:\n    print('net no')\n"
-            "open('mine.txt', 'w').write('kept')\n")
-    sandbox.confine(jail)
-    try:
-        r = sandbox.run([sys.executable, "-c", code], root / "a", tmp_path / "log", timeout=60, untrusted=True)
-    finally:
-        sandbox.confine(None)
-    assert r.returncode == 0, r.output
-    assert r.output.split("\n")[:4] == ["ref False", "other False ['a']", "env False", "net no"]
-    assert (root / "a" / "mine.txt").read_text() == "kept"  # its own folder is the real one
+def test_a_batch_with_no_jail_here_refuses_before_anything_runs_and_says_why(fake_kit, tmp_path, monkeypatch):
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real(name))
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    with pytest.raises(jail.JailError, match="bubblewrap"):
+        batch.main(args(subs, out, ("no_isolation", False)))
+    assert fake_kit["build"] == [] and fake_kit["gpu"] == []
+    assert not (out / "gradebook.csv").exists()
 
 
-@needs_namespaces
-def test_a_jailed_program_cannot_leave_a_process_behind(tmp_path):
-    jail = sandbox.Jail(namespaces=True, base_env=sandbox.scrubbed_env(tasks.ROOT))
-    pidfile = tmp_path / "pid"
-    sandbox.confine(jail)
-    try:
-        r = sandbox.run(["sh", "-c", f"setsid sleep 1000 & echo $! > {pidfile}; echo started"], tmp_path,
-                        tmp_path / "log", timeout=30, untrusted=True)
-    finally:
-        sandbox.confine(None)
-    assert "started" in r.output
-    out = subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True, text=True).stdout.split()
-    assert not out, f"a process outlived its jail: {out}"
+def test_the_command_line_turns_a_missing_jail_into_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from grader import cli
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real(name))
+    (tmp_path / "subs").mkdir()
+    assert cli.main(["batch", str(tmp_path / "subs"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no jail" in err[0] and "--no-isolation" in err[0]
 
 
-def test_a_jailed_programs_host_memory_is_limited(tmp_path):
-    jail = sandbox.Jail(namespaces=False, memory_bytes=256 << 20, base_env=sandbox.scrubbed_env(tasks.ROOT))
-    sandbox.confine(jail)
-    try:
-        r = sandbox.run([sys.executable, "-c", "x = bytearray(1 << 30)"], tmp_path, tmp_path / "log", timeout=60,
-                        untrusted=True)
-    finally:
-        sandbox.confine(None)
-    assert r.returncode != 0 and "MemoryError" in r.output
+def test_a_failed_build_is_tried_again_alone_before_it_counts(fake_kit, tmp_path, monkeypatch):
+    """A build that failed while other submissions ran (a fork bomb, a full disk) is built again with
+    nothing else of the batch running; only a second failure is the student's build error."""
+    flaky = {"n": 0}
+    real_compile = build.compile_submission
 
-
-def test_the_scrubbed_environment_keeps_path_without_the_kit_and_drops_the_rest():
-    env = sandbox.scrubbed_env(Path("/kit"), {"PATH": "/kit/.venv/bin:/usr/bin", "HOME": "/root",
-                                              "KIT_FAKE_FIXTURE": "/kit/x", "CUDA_VISIBLE_DEVICES": "0"})
-    assert env["PATH"] == "/usr/bin" and env["CUDA_VISIBLE_DEVICES"] == "0"
-    assert "HOME" not in env and "KIT_FAKE_FIXTURE" not in env
+    def compile_once_broken(src, work, arch, timeout):
+        if "FLAKY" in Path(src).read_text() and flaky["n"] == 0:
+            flaky["n"] += 1
+            return False, "nvcc: fork: Resource temporarily unavailable"
+        return real_compile(src, work, arch, timeout)
+    monkeypatch.setattr(build, "compile_submission", compile_once_broken)
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "dora" / "trmm").mkdir(parents=True)
+    (subs / "dora" / "trmm" / "kernel.cu").write_text("// FLAKY\n" + kernel("reference"))
+    (subs / "eve" / "trmm").mkdir(parents=True)
+    (subs / "eve" / "trmm" / "kernel.cu").write_text(kernel("reference") + "COMPILE_ERROR\n")
+    assert batch.main(args(subs, out)) == 0
+    verdict = {s: json.loads((out / "records" / s / "trmm.json").read_text())["verdict"] for s in ("dora", "eve")}
+    assert verdict == {"dora": "correct", "eve": "build_error"}
+    assert flaky["n"] == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,31 +443,6 @@ def test_a_real_batch_of_the_reference_the_skeleton_and_a_compile_error_gets_the
     verdict = {(s, a): json.loads((out / "records" / s / f"{a}.json").read_text())["verdict"]
                for s, a in (("ref", "conv1d"), ("skel", "conv1d"), ("typo", "trmm"))}
     assert verdict == {("ref", "conv1d"): "correct", ("skel", "conv1d"): "incorrect", ("typo", "trmm"): "build_error"}
-
-
-@needs_namespaces
-def test_a_batch_in_the_jail_grades_as_without_it_and_records_the_protections(fake_kit, tmp_path, monkeypatch):
-    monkeypatch.setattr(batch, "_GPU_PROBE", "pass")  # no GPU here: the probe of the device inside the jail passes
-    subs, out = make_class(tmp_path), tmp_path / "out"
-    assert batch.main(args(subs, out, ("no_isolation", False))) == 0
-    rec = json.loads((out / "records" / "alice" / "trmm.json").read_text())
-    assert rec["verdict"] == "correct" and rec["score"] == 100
-    assert rec["isolation"]["network"].startswith("cut") and "hidden" in rec["isolation"]["filesystem"]
-    assert json.loads((out / "records" / "carol" / "trmm.json").read_text())["verdict"] == "incorrect"
-
-
-@needs_namespaces
-def test_a_jailed_program_killed_by_a_signal_comes_back_as_that_signal(tmp_path):
-    jail = sandbox.Jail(namespaces=True, base_env=sandbox.scrubbed_env(tasks.ROOT))
-    sandbox.confine(jail)
-    try:
-        r = sandbox.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], tmp_path,
-                        tmp_path / "log", timeout=30, untrusted=True)
-        q = sandbox.run([sys.executable, "-c", "import sys; sys.exit(5)"], tmp_path, tmp_path / "log", timeout=30,
-                        untrusted=True)
-    finally:
-        sandbox.confine(None)
-    assert (r.returncode, q.returncode) == (-11, 5)
 
 
 def test_a_grader_killed_outright_takes_the_program_it_was_running_with_it(tmp_path):
@@ -516,28 +469,6 @@ def test_a_grader_killed_outright_takes_the_program_it_was_running_with_it(tmp_p
     else:
         os.kill(pid, 9)
         pytest.fail("the program outlived the grader")
-
-
-@needs_namespaces
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA Toolkit) on PATH")
-def test_in_the_jail_kernel_cu_compiles_but_cannot_include_the_reference(tmp_path):
-    root = tmp_path / "work"
-    jail = sandbox.Jail(hide=[tasks.ROOT / "reference"], work_root=root, namespaces=True,
-                        base_env=sandbox.scrubbed_env(tasks.ROOT))
-    fine, thief = tmp_path / "fine.cu", tmp_path / "thief.cu"
-    fine.write_text('#include "cuda_check.cuh"\n' + ENTRY)
-    thief.write_text(f'#include "{tasks.ROOT / "reference" / "trmm" / "kernel.cu"}"\n')
-    sandbox.confine(jail)
-    try:
-        results = {}
-        for src in (fine, thief):
-            work = root / src.stem
-            work.mkdir(parents=True)
-            results[src.stem] = build.compile_submission(src, work, "sm_90", 300)
-    finally:
-        sandbox.confine(None)
-    assert results["fine"][0] is True, results["fine"][1]
-    assert results["thief"][0] is False and "No such file" in results["thief"][1]
 
 
 def test_an_assignment_this_machine_cannot_grade_is_left_for_a_later_batch_with_the_reason(fake_kit, tmp_path,

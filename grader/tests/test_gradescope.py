@@ -88,7 +88,8 @@ def autograder(tmp_path, files: dict) -> SimpleNamespace:
         (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "submission" / name).write_text(text)
     (root / "submission_metadata.json").write_text(json.dumps({"users": [{"name": "Ada Lovelace", "id": 1}]}))
-    return SimpleNamespace(root=root, assignments=["trmm"])
+    # The fake harness's runner is a script: these tests grade unjailed (test_jail.py has the jail's).
+    return SimpleNamespace(root=root, assignments=["trmm"], no_isolation=True)
 
 
 def test_the_gradescope_entry_point_grades_the_submission_and_writes_results_json(fake_kit, tmp_path):

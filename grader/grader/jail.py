@@ -1,0 +1,254 @@
+"""The jail for student code in batch and Gradescope grading: an allow-list bubblewrap sandbox.
+
+A program that holds student code (the compiler reading kernel.cu, the linker, the runner,
+compute-sanitizer running the runner) starts in an empty root, with all namespaces unshared (user,
+mount, PID, network, IPC, UTS, cgroup), every capability dropped, uid and gid 65534, no_new_privs,
+no way to make a user namespace of its own, a new session, and a PID namespace that dies with the
+grader. It sees only what its step needs:
+
+  compile   /usr and the CUDA toolkit read-only, the kit's public headers (harness/include) and the
+            runner's objects read-only, its work folder, a private /tmp
+  run       the runtime libraries the runner loads (the C and C++ runtimes, libcuda and the driver's
+            own helpers: no cuBLAS, cuFFT, cuDNN, NCCL, no toolkit), /dev/nvidia*, its work folder,
+            a private /tmp; compute-sanitizer's folder too when it runs under it
+
+Nothing else exists in there: not the kit's source or build folder, the references, the task files,
+other submissions, the outputs, the TA's home, other checkouts on the disk, the host's /tmp, the
+network. Processes, memory and disk are bounded per submission (limits.py). Without bubblewrap, or
+where it cannot make its namespaces (Docker's default seccomp profile refuses them), there is no
+jail: find() says why in one line, and batch and Gradescope grading refuse to run student code.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .limits import NOBODY, Limits
+
+INSTALL_HINT = ("install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap), or pass --no-isolation "
+                "to run student code unjailed, for debugging the kit only")
+
+_DRIVER_HELPERS = ("libnvidia-ptxjitcompiler.so", "libnvidia-gpucomp.so", "libnvidia-nvvm.so")
+"""Libraries libcuda loads itself (PTX and LTO compilation at load time): driver parts, no math library."""
+
+
+class JailError(Exception):
+    """No working jail here: one line that says why and what to do."""
+
+
+@dataclass
+class Jail:
+    bwrap: str
+    """The bubblewrap executable."""
+    toolkit: Path
+    """The CUDA toolkit's folder (nvcc's bin/..), visible only where student code is compiled."""
+    include: Path
+    """harness/include: the headers a kernel.cu may include (public: the student kit ships them)."""
+    runtime: list = field(default_factory=list)
+    """The library files a run sees (each bound read-only at its own path)."""
+    devices: list = field(default_factory=list)
+    """/dev/nvidia* device nodes bound into a run."""
+    sanitizer: Optional[Path] = None
+    """compute-sanitizer's own folder, bound only when a run goes through it."""
+    limits: Limits = field(default_factory=Limits)
+    """Processes, memory, disk and the private /tmp of each submission."""
+    stage: Optional[Path] = None
+    """A folder of copies of the kit files a jailed step reads (expose()), readable by the jailed
+    user; None: the files are bound where they are."""
+    _exposed: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def expose(self, path: Path) -> Path:
+        """Where a jailed step reads the kit file or folder `path`: a read-only copy in `stage`, made
+        once, so that the kit's own folder (perhaps in a home the jailed user cannot enter) stays out."""
+        path = Path(path).resolve()
+        if self.stage is None:
+            return path
+        with self._lock:
+            if path not in self._exposed:
+                dst = self.stage / f"{len(self._exposed):03d}" / path.name
+                dst.parent.mkdir(parents=True)
+                if path.is_dir():
+                    shutil.copytree(path, dst)
+                else:
+                    shutil.copy2(path, dst)
+                for d, dirs, files in os.walk(dst.parent):
+                    os.chmod(d, 0o755)
+                    for f in files:
+                        os.chmod(os.path.join(d, f), 0o755 if os.access(os.path.join(d, f), os.X_OK) else 0o644)
+                self._exposed[path] = dst
+            return self._exposed[path]
+
+    def prepare(self, work: Path) -> None:
+        """Makes the folder `work` the jailed user's to write in (a grader running as root hands it to
+        nobody; otherwise it is the grader's own already)."""
+        if self.limits.drop_to is not None:  # its folders; the grader's own files (plans) stay the grader's
+            for d, _, _ in os.walk(work):
+                os.chown(d, self.limits.drop_to, self.limits.drop_to, follow_symlinks=False)
+
+    def command(self, cmd: list, work: Path, view: str, read_only: tuple = ()) -> list:
+        """bwrap's command line that runs `cmd` in `work` (bound read-write, at its own path) with the
+        given view ("compile", "run" or "sanitize") and the extra files or folders `read_only`."""
+        a = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+             "--new-session", "--cap-drop", "ALL", "--uid", str(NOBODY), "--gid", str(NOBODY),
+             "--hostname", "jail", "--clearenv",
+             "--setenv", "PATH", f"{self.toolkit}/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+             "--setenv", "HOME", str(work), "--setenv", "TMPDIR", "/tmp",
+             "--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm"]
+        a += _ro("/etc/ld.so.cache")
+        if view == "check":  # only the namespaces and /usr: can bubblewrap work here at all?
+            a += _system_dirs()
+        elif view == "compile":
+            a += _system_dirs() + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
+        elif view in ("run", "sanitize"):
+            for lib in self.runtime:
+                a += _ro(lib)
+            for dev in self.devices:
+                a += ["--dev-bind", dev, dev]
+            if view == "sanitize" and self.sanitizer:
+                a += _ro(self.sanitizer)
+        else:
+            raise ValueError(f"no such view: {view}")
+        a += ["--bind", str(work), str(work)]
+        for p in read_only:  # after the work folder: a file inside it (the runner) is bound over itself
+            a += _ro(p)
+        a += ["--chdir", str(work), "--"]
+        return a + [str(c) for c in cmd]
+
+    def describe(self) -> dict:
+        """What was in force, as each batch record shows it."""
+        lim = self.limits
+        return {
+            "jail": "bubblewrap, allow-list: an empty root with only what the step needs",
+            "user": f"uid {NOBODY} in its own user namespace, no capabilities, no_new_privs, no further namespaces",
+            "network": "cut (own network namespace)",
+            "filesystem": ("compile: /usr and the CUDA toolkit read-only; run: the C/C++ runtimes and libcuda "
+                           "only, /dev/nvidia*; both: the submission's work folder and a private /tmp, nothing else"),
+            "processes": f"own PID namespace, ended with the run; {lim.describe_processes()}",
+            "memory": lim.describe_memory(),
+            "disk": lim.describe_disk(),
+            "environment": "cleared: PATH, LANG, HOME and TMPDIR only",
+        }
+
+
+def _ro(path) -> list:
+    p = str(path)
+    return ["--ro-bind-try", p, p]
+
+
+def _system_dirs() -> list:
+    """/usr read-only, and the top-level folders that point into it (merged /usr) as the same links."""
+    a = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
+        if os.path.islink(top):
+            a += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            a += ["--ro-bind", top, top]
+    return a
+
+
+def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] = None,
+         stage: Optional[Path] = None) -> Jail:
+    """The jail of this machine, or JailError saying why there is none. `probe`, a kit-built CUDA
+    program, gives the libraries a run needs (those it loads, and libcuda's); `stage`, a folder the
+    jailed user can read, receives the kit files jailed steps read (Jail.expose)."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        raise JailError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+    nvcc = shutil.which("nvcc")
+    toolkit = Path(nvcc).resolve().parent.parent if nvcc else Path("/usr/local/cuda").resolve()
+    sanitizer = toolkit / "compute-sanitizer"
+    libs = runtime_libraries(probe)
+    jail = Jail(bwrap=bwrap, toolkit=toolkit, include=Path(include).resolve(), runtime=libs,
+                devices=sorted(str(d) for d in Path("/dev").glob("nvidia*") if d.is_char_device()),
+                sanitizer=sanitizer if sanitizer.is_dir() else None, limits=limits or Limits(), stage=stage)
+    if stage is not None:
+        jail.include = jail.expose(include)
+    check_namespaces(jail)
+    return jail
+
+
+def check_namespaces(jail: Jail) -> None:
+    """JailError unless bubblewrap can make its namespaces here (as the user jails run as)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="kit-jailcheck-") as d:
+            os.chmod(d, 0o755)
+            jail.prepare(Path(d))
+            r = subprocess.run(jail.command(["true"], Path(d), "check"), capture_output=True, text=True,
+                               timeout=60, preexec_fn=jail.limits.drop_privileges)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise JailError(f"bubblewrap could not start as the jail's user ({e}): run the grader as root or as an "
+                        f"ordinary user with unprivileged user namespaces, or pass --no-isolation for debugging "
+                        f"only") from None
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        raise JailError(f"bubblewrap cannot make its namespaces here ({why}): allow unprivileged user "
+                        f"namespaces (sysctl kernel.unprivileged_userns_clone=1; in Docker, a seccomp profile "
+                        f"that allows them), or pass --no-isolation for debugging only")
+
+
+def runtime_libraries(probe: Optional[Path]) -> list:
+    """The files a run jail binds: the libraries `probe` loads, libcuda.so.1 (loaded at run time by the
+    CUDA runtime) with the libraries it loads, and the driver's helpers beside it. Each as found and as
+    resolved, so that the loader's cache and the symlinks both lead somewhere."""
+    found = set()
+    cuda = _libcuda()
+    if cuda:
+        found.add(cuda)
+    for exe in (probe, cuda):
+        if exe:
+            found.update(_ldd(exe))
+    if cuda:
+        real = Path(cuda).resolve()
+        for helper in _DRIVER_HELPERS:
+            found.update(str(p) for p in real.parent.glob(helper + "*"))
+    out = set()
+    for f in found:
+        out.add(f)
+        out.add(str(Path(f).resolve()))
+    return sorted(p for p in out if os.path.isfile(p) and not _forbidden(p))
+
+
+_FORBIDDEN_LIBS = ("libcublas", "libcublasLt", "libcufft", "libcudnn", "libnccl", "libcusolver", "libcusparse",
+                   "libcurand", "libnvblas")
+
+
+def _forbidden(path: str) -> bool:
+    return os.path.basename(path).startswith(_FORBIDDEN_LIBS)
+
+
+def _libcuda() -> Optional[str]:
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    for line in out.splitlines():
+        if line.strip().startswith("libcuda.so.1 ") and "x86-64" in line or line.strip().startswith("libcuda.so.1 ("):
+            return line.rsplit("=>", 1)[-1].strip()
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if d and os.path.isfile(os.path.join(d, "libcuda.so.1")):
+            return os.path.join(d, "libcuda.so.1")
+    return None
+
+
+def _ldd(path) -> list:
+    try:
+        out = subprocess.run(["ldd", str(path)], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    libs = []
+    for line in out.splitlines():
+        words = line.split()
+        if "=>" in words and len(words) > words.index("=>") + 1 and words[words.index("=>") + 1].startswith("/"):
+            libs.append(words[words.index("=>") + 1])
+        elif words and words[0].startswith("/"):
+            libs.append(words[0])  # the loader itself
+    return libs

@@ -1,0 +1,211 @@
+"""Per-submission bounds for jailed programs: processes, memory, disk, and who they run as.
+
+Processes and memory are bounded across everything a submission starts, through a cgroup of its own
+where the grader may make one (root, as on a GPU server or in a container; cgroup v2, or v1's
+memory and pids controllers): `pids.max` stops a fork bomb at its own count and `memory.max` holds
+all its processes together, and the whole group is killed at the end. Where no cgroup can be made
+(an unprivileged TA), RLIMIT_NPROC and RLIMIT_DATA bound them instead, per user and per process,
+and a build that fails while another submission ran is built again alone (batch.py) before its
+verdict counts. Disk: the work folder is measured while the program runs and the program stopped
+past the limit (RLIMIT_FSIZE also caps each file); /tmp is a tmpfs of fixed size.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import resource
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+GIB = 1 << 30
+NOBODY = 65534
+"""The uid and gid of jailed programs, inside their namespace and, for a grader running as root, outside."""
+_CG_ROOT = Path("/sys/fs/cgroup")
+_COUNTER = itertools.count()
+
+
+@dataclass
+class Limits:
+    processes: int = 512
+    """Processes and threads of one submission (the CUDA runtime starts a few threads per process)."""
+    memory_bytes: int = 16 * GIB
+    """Host memory of all its processes together (per process where no cgroup can be made)."""
+    disk_bytes: int = 8 * GIB
+    """Everything it writes in its work folder (the largest output dump is 1 GiB)."""
+    files: int = 20000
+    """Files and folders in its work folder."""
+    tmp_bytes: int = 1 * GIB
+    """Its private /tmp (memory-backed)."""
+    file_bytes: int = 2 * GIB
+    """Any one file (RLIMIT_FSIZE)."""
+
+    def __post_init__(self):
+        self.cgroups = cgroup_kind()
+        self.drop_to = NOBODY if os.geteuid() == 0 else None
+
+    # -- in the child, before bubblewrap starts ------------------------------------------------------
+    def drop_privileges(self) -> None:
+        """A grader running as root starts the jail as nobody, so that even outside its namespaces
+        the jailed programs own nothing."""
+        if self.drop_to is not None:
+            os.setgroups([])
+            os.setgid(self.drop_to)
+            os.setuid(self.drop_to)
+
+    def output_limits(self) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_bytes, self.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    def child_setup(self, group: Optional["Group"]) -> None:
+        self.output_limits()
+        if group is None or not group.paths:
+            resource.setrlimit(resource.RLIMIT_DATA, (self.memory_bytes, self.memory_bytes))
+            resource.setrlimit(resource.RLIMIT_NPROC, (self.processes * 8, self.processes * 8))
+        else:
+            group.join()
+        self.drop_privileges()
+
+    # -- around a run ----------------------------------------------------------------------------------
+    def group(self) -> "Group":
+        """A fresh cgroup for one run (empty where none can be made)."""
+        return Group.make(self) if self.cgroups else Group([])
+
+    def over_disk(self, work: Path) -> Optional[str]:
+        """Why the work folder is over its limits, or None."""
+        total, count = 0, 0
+        stack = [str(work)]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    for e in it:
+                        count += 1
+                        if count > self.files:
+                            return f"made more than {self.files} files in its work folder"
+                        st = e.stat(follow_symlinks=False)
+                        total += st.st_blocks * 512
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+            except OSError:
+                continue
+        if total > self.disk_bytes:
+            return f"wrote more than {self.disk_bytes / GIB:g} GiB to disk"
+        return None
+
+    # -- what the records say --------------------------------------------------------------------------
+    def describe_processes(self) -> str:
+        if self.cgroups:
+            return f"at most {self.processes} processes and threads (cgroup pids.max)"
+        return f"RLIMIT_NPROC {self.processes * 8} (no cgroup could be made: shared by the grader's user)"
+
+    def describe_memory(self) -> str:
+        if self.cgroups:
+            return f"{self.memory_bytes / GIB:g} GiB across all its processes (cgroup memory.max, no swap)"
+        return f"RLIMIT_DATA {self.memory_bytes / GIB:g} GiB per process (no cgroup could be made)"
+
+    def describe_disk(self) -> str:
+        return (f"{self.disk_bytes / GIB:g} GiB and {self.files} files in its work folder (measured while it "
+                f"runs), {self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
+
+
+# ---------------------------------------------------------------------------------------------------
+# cgroups
+
+def cgroup_kind() -> Optional[str]:
+    """"v2" or "v1" where this process may make cgroups with memory and pids limits, else None."""
+    if os.geteuid() != 0:
+        return None
+    if (_CG_ROOT / "cgroup.controllers").is_file():
+        ctl = (_CG_ROOT / "cgroup.controllers").read_text().split()
+        return "v2" if {"memory", "pids"} <= set(ctl) and os.access(_CG_ROOT, os.W_OK) else None
+    if all(os.access(_CG_ROOT / c, os.W_OK) for c in ("memory", "pids")):
+        return "v1"
+    return None
+
+
+class Group:
+    """One run's cgroup(s): one folder on v2, one per controller on v1."""
+
+    def __init__(self, paths: list):
+        self.paths = paths
+
+    @classmethod
+    def make(cls, limits: Limits) -> "Group":
+        name = f"kit-{os.getpid()}-{next(_COUNTER)}"
+        try:
+            if limits.cgroups == "v2":
+                parent = _CG_ROOT / "kit-jails"
+                parent.mkdir(exist_ok=True)
+                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+                d = parent / name
+                d.mkdir()
+                (d / "memory.max").write_text(str(limits.memory_bytes))
+                _try_write(d / "memory.swap.max", "0")
+                _try_write(d / "memory.oom.group", "1")
+                (d / "pids.max").write_text(str(limits.processes))
+                return cls([d])
+            mem, pids = _CG_ROOT / "memory" / "kit-jails" / name, _CG_ROOT / "pids" / "kit-jails" / name
+            mem.mkdir(parents=True)
+            pids.mkdir(parents=True)
+            (mem / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+            _try_write(mem / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+            (pids / "pids.max").write_text(str(limits.processes))
+            return cls([mem, pids])
+        except OSError as e:
+            raise OSError(f"cannot make the submission's cgroup: {e}") from None
+
+    def join(self) -> None:
+        """Called in the child before exec: it and all it starts belong to the group."""
+        for d in self.paths:
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+
+    def pids(self) -> list:
+        out = []
+        for d in self.paths:
+            try:
+                out += [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            except OSError:
+                pass
+        return out
+
+    def oom_killed(self) -> bool:
+        for d in self.paths:
+            for f, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
+                try:
+                    for line in (d / f).read_text().splitlines():
+                        k, _, v = line.partition(" ")
+                        if k == key and int(v) > 0:
+                            return True
+                except (OSError, ValueError):
+                    pass
+        return False
+
+    def close(self) -> None:
+        """Kills whatever is left in the group, then removes it."""
+        for d in self.paths:
+            _try_write(d / "cgroup.kill", "1")
+        end = time.monotonic() + 10
+        while self.paths and time.monotonic() < end:
+            for pid in self.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            left = []
+            for d in self.paths:
+                try:
+                    d.rmdir()
+                except OSError:
+                    left.append(d)
+            self.paths = left
+            if left:
+                time.sleep(0.02)
+
+
+def _try_write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError:
+        pass

@@ -1,0 +1,337 @@
+"""The jail (jail.py, limits.py, sandbox.run with a view), attacked by small C programs that try what a
+hostile kernel.cu would: each test is an escape that must fail, and fails without the jail.
+Needs bubblewrap (tools/test.sh installs it) and gcc; the GPU batch test grades the same attacks
+as kernel.cu files (fixtures/batch/hostile/) on a GPU."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from grader import build, jail, sandbox, tasks
+from grader.limits import Limits, cgroup_kind
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
+                                reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
+needs_cgroups = pytest.mark.skipif(cgroup_kind() is None,
+                                   reason="needs a cgroup the grader may make (root, cgroup v2 or v1)")
+
+PRELUDE = """#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <unistd.h>
+"""
+
+
+class Box:
+    """A jail with the C runtime of its test programs, and one submission's work folder."""
+
+    def __init__(self, tmp: Path, limits: Limits):
+        self.tmp = tmp
+        # As a batch's work root: in the temp folder itself, where the jailed user can go through.
+        self.root = Path(tempfile.mkdtemp(prefix="kit-test-jail-"))
+        probe = self.compile("int main(void) { return 0; }", "probe")
+        self.jail = sandbox.open_jail(self.root, tasks.ROOT / "harness" / "include", None, limits)
+        self.jail.runtime = jail.runtime_libraries(probe)
+        self.work = self.root / "0000-mallory-conv1d"
+        self.work.mkdir()
+
+    def compile(self, body: str, name: str = "attack") -> Path:
+        src = self.tmp / f"{name}.c"
+        src.write_text(PRELUDE + textwrap.dedent(body))
+        exe = self.tmp / name
+        subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
+        return exe
+
+    def run(self, body: str, timeout: float = 30, view: str = "run") -> sandbox.Run:
+        self.runs = getattr(self, "runs", 0) + 1
+        exe = self.jail.expose(self.compile(body, f"attack{self.runs}"))
+        return sandbox.run([str(exe)], self.work, self.tmp / "log", timeout=timeout, view=view, read_only=(exe,))
+
+
+@pytest.fixture
+def box(tmp_path):
+    b = Box(tmp_path, Limits(processes=64, memory_bytes=256 << 20, disk_bytes=64 << 20, files=500,
+                             tmp_bytes=16 << 20))
+    yield b
+    sandbox.confine(None)
+    shutil.rmtree(b.root, ignore_errors=True)
+
+
+def test_a_jailed_program_runs_as_nobody_with_no_capabilities_and_no_new_privileges(box):
+    r = box.run("""
+        int main(void) {
+            printf("uid %d %d gid %d\\n", getuid(), geteuid(), getgid());
+            FILE* f = fopen("/proc/self/status", "r"); char line[256];
+            while (fgets(line, sizeof line, f))
+                if (!strncmp(line, "CapEff", 6) || !strncmp(line, "CapPrm", 6) || !strncmp(line, "NoNewPrivs", 10))
+                    fputs(line, stdout);
+            return 0;
+        }""")
+    assert r.returncode == 0, r.output
+    assert "uid 65534 65534 gid 65534" in r.output
+    assert "CapEff:\t0000000000000000" in r.output and "CapPrm:\t0000000000000000" in r.output
+    assert "NoNewPrivs:\t1" in r.output
+
+
+def test_a_jailed_program_can_neither_unmount_nor_mount_nor_make_a_namespace_of_its_own(box):
+    r = box.run("""
+        int main(void) {
+            int undone = 0;
+            const char* points[] = {"/tmp", "/proc", "/dev", "/etc/ld.so.cache", "/", 0};
+            for (int i = 0; points[i]; i++) undone += umount2(points[i], MNT_DETACH) == 0;
+            undone += mount("none", "/tmp", "tmpfs", 0, 0) == 0;
+            undone += unshare(CLONE_NEWUSER) == 0;
+            undone += unshare(CLONE_NEWNS) == 0;
+            printf("undone %d\\n", undone);
+            return 0;
+        }""")
+    assert r.returncode == 0, r.output
+    assert "undone 0" in r.output
+
+
+def test_a_jailed_program_sees_nothing_of_the_kit_the_class_the_outputs_or_the_tas_home(box, tmp_path):
+    home = tmp_path / "home-of-the-ta"
+    home.mkdir()
+    (home / "secret.txt").write_text("the TA's")
+    other = box.root / "0001-bob-conv1d"
+    other.mkdir()
+    (other / "kernel.cu").write_text("bob's")
+    wanted = [tasks.ROOT / "reference" / "conv1d" / "kernel.cu", tasks.ROOT / "Makefile",
+              tasks.ROOT / "assignments" / "conv1d" / "task.json", home / "secret.txt", other / "kernel.cu",
+              Path("/etc/passwd"), Path(sys.executable)]
+    opens = "".join(f'    if (open("{p}", O_RDONLY) >= 0) printf("read {p}\\n");\n' for p in wanted)
+    r = box.run("int main(void) {\n" + opens + """
+            DIR* d = opendir("/"); struct dirent* e;
+            while ((e = readdir(d))) printf("top %s\\n", e->d_name);
+            return 0;
+        }""")
+    assert r.returncode == 0, r.output
+    assert "read " not in r.output
+    top = sorted(line.split()[1] for line in r.output.splitlines() if line.startswith("top "))
+    assert set(top) <= {".", "..", "dev", "proc", "tmp", "etc", "lib", "lib64", "usr", box.root.parts[1]}, top
+
+
+def test_a_jailed_program_writes_only_its_own_work_folder_and_a_private_tmp(box, tmp_path):
+    home = tmp_path / "home-of-the-ta"
+    home.mkdir()
+    # Outside /tmp nothing opens for writing; in /tmp (the jail's own, in memory) the host's stays untouched.
+    targets = [tasks.ROOT / "pwned.txt", home / "pwned.txt", tasks.ROOT / "Makefile",
+               box.jail.expose(box.compile("int main(void){return 0;}", "victim"))]
+    in_tmp = [Path("/tmp/kit-escaped.txt"), box.root / "pwned.txt"]
+    writes = "".join(f'    if (open("{p}", O_WRONLY | O_CREAT | O_APPEND, 0644) >= 0) printf("wrote {p}\\n");\n'
+                     for p in targets) + "".join(f'    open("{p}", O_WRONLY | O_CREAT, 0644);\n' for p in in_tmp)
+    r = box.run("int main(void) {\n" + writes + """
+            printf("mine %d\\n", open("mine.txt", O_WRONLY | O_CREAT, 0644) >= 0);
+            printf("tmp %d\\n", open("/tmp/scratch", O_WRONLY | O_CREAT, 0644) >= 0);
+            return 0;
+        }""")
+    assert r.returncode == 0, r.output
+    assert "wrote" not in r.output and "mine 1" in r.output and "tmp 1" in r.output
+    assert not any(Path(t).exists() for t in targets[:2] + in_tmp)
+    assert (box.work / "mine.txt").exists()
+
+
+def test_a_jailed_program_has_no_network(box):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(3)
+    port = srv.getsockname()[1]
+    got = []
+    t = threading.Thread(target=lambda: got.append(_accept(srv)))
+    t.start()
+    r = box.run(f"""
+        int main(void) {{
+            struct sockaddr_in a = {{0}};
+            a.sin_family = AF_INET; a.sin_port = htons({port}); a.sin_addr.s_addr = inet_addr("127.0.0.1");
+            int s = socket(AF_INET, SOCK_STREAM, 0);
+            printf("local %d\\n", connect(s, (struct sockaddr*)&a, sizeof a) == 0);
+            a.sin_port = htons(53); a.sin_addr.s_addr = inet_addr("8.8.8.8");
+            s = socket(AF_INET, SOCK_STREAM, 0);
+            printf("outside %d\\n", connect(s, (struct sockaddr*)&a, sizeof a) == 0);
+            return 0;
+        }}""")
+    t.join()
+    srv.close()
+    assert "local 0" in r.output and "outside 0" in r.output
+    assert got == [None], "a connection reached the grader's machine"
+
+
+def _accept(srv):
+    try:
+        return srv.accept()[1]
+    except OSError:
+        return None
+
+
+def test_a_daemon_started_in_the_jail_does_not_outlive_the_run(box):
+    r = box.run("""
+        int main(int argc, char** argv) {
+            if (argc > 1) { sleep(600); return 0; }
+            if (fork() == 0) {
+                setsid();
+                if (fork() == 0) { execl("/proc/self/exe", "kit_daemon_test", "x", (char*)0); _exit(1); }
+                _exit(0);
+            }
+            sleep(1);
+            return 0;
+        }""")
+    assert r.returncode == 0, r.output
+    left = subprocess.run(["pgrep", "-f", "kit_daemon_test"], capture_output=True, text=True).stdout.split()
+    assert not left, f"a process outlived its jail: {left}"
+
+
+@needs_cgroups
+def test_a_fork_bomb_stops_at_its_own_process_limit_and_the_machine_can_still_fork(box):
+    r = box.run("""
+        int main(void) {
+            int made = 0;
+            for (int i = 0; i < 1000; i++) { pid_t p = fork(); if (p == 0) { pause(); _exit(0); } if (p > 0) made++; }
+            printf("made %d\\n", made);
+            return 0;
+        }""")
+    made = int(r.output.split("made ")[1].split()[0])
+    assert 0 < made < 64
+    assert subprocess.run(["true"]).returncode == 0
+
+
+@needs_cgroups
+def test_memory_is_bounded_across_all_of_a_submissions_processes(box):
+    r = box.run("""
+        int main(void) {
+            for (int i = 0; i < 4; i++)
+                if (fork() == 0) {
+                    volatile char* p = malloc(128 << 20);  /* touched page by page: really held */
+                    for (long k = 0; k < (128 << 20); k += 4096) p[k] = 1;
+                    sleep(2);
+                    _exit(0);
+                }
+            int held = 0, status;
+            for (int i = 0; i < 4; i++) if (wait(&status) > 0 && WIFEXITED(status)) held++;
+            printf("held %d\\n", held);
+            return 0;
+        }""")
+    assert "held 4" not in r.output, "four processes of 128 MiB each held 512 MiB under a limit of 256 MiB"
+    assert "memory" in r.stopped_for, r
+
+
+def test_a_program_that_fills_the_disk_is_stopped(box):
+    r = box.run("""
+        int main(void) {
+            static char buf[1 << 20];
+            char name[64];
+            for (int f = 0; f < 20; f++) {
+                snprintf(name, sizeof name, "fill-%d.bin", f);
+                FILE* out = fopen(name, "wb");
+                for (int i = 0; i < 16; i++) { fwrite(buf, 1, sizeof buf, out); fflush(out); usleep(20000); }
+                fclose(out);
+            }
+            printf("wrote 320 MiB\\n");
+            return 0;
+        }""")
+    assert "wrote 320" not in r.output
+    assert r.stopped_for.startswith("wrote more than"), r
+
+
+def test_links_and_pipes_left_in_the_work_folder_are_swept_before_the_grader_reads_it(box, tmp_path):
+    secret = tmp_path / "ta-file.txt"
+    secret.write_text('{"event": "done", "case": "stolen"}\n')
+    r = box.run(f"""
+        int main(void) {{
+            symlink("{secret}", "results.jsonl");
+            mkfifo("runner.jsonl", 0666);
+            mkdir("dumps", 0755);
+            symlink("/", "dumps/out");
+            return 0;
+        }}""")
+    assert r.returncode == 0, r.output
+    assert sorted(p.name for p in box.work.rglob("*")) == ["dumps"]
+    assert secret.read_text().startswith('{"event"')  # untouched, and never read as a result
+
+
+def test_a_results_file_that_is_a_link_or_a_pipe_reads_as_empty(tmp_path):
+    from grader import protocol
+    secret = tmp_path / "ta-file.txt"
+    secret.write_text('{"event": "done"}\n')
+    (tmp_path / "link.jsonl").symlink_to(secret)
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    assert protocol.read_results(tmp_path / "link.jsonl") == []
+    assert protocol.read_results(tmp_path / "pipe.jsonl") == []  # and returns at once
+
+
+def test_the_run_view_holds_no_cublas_even_where_the_machine_has_it(box):
+    r = box.run("""
+        int main(void) {
+            const char* libs[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12", "libcublasLt.so.13", 0};
+            for (int i = 0; libs[i]; i++) if (dlopen(libs[i], RTLD_NOW)) printf("loaded %s\\n", libs[i]);
+            return 0;
+        }""")
+    assert r.returncode == 0, r.output
+    assert "loaded" not in r.output
+    assert not any("cublas" in lib for lib in box.jail.runtime)
+
+
+def test_a_death_by_a_signal_in_the_jail_comes_back_as_that_signal(box):
+    assert box.run("int main(void) { raise(SIGSEGV); return 0; }").returncode == -11
+    assert box.run("int main(void) { return 5; }").returncode == 5
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA Toolkit) on PATH")
+def test_in_the_compile_view_kernel_cu_compiles_but_cannot_include_the_reference(box, tmp_path):
+    fine, thief = tmp_path / "fine.cu", tmp_path / "thief.cu"
+    fine.write_text('#include "cuda_check.cuh"\nvoid trmm(int n, const double* A, double* B) { }\n')
+    thief.write_text(f'#include "{tasks.ROOT / "reference" / "trmm" / "kernel.cu"}"\n')
+    results = {}
+    for src in (fine, thief):
+        work = box.root / src.stem
+        work.mkdir()
+        results[src.stem] = build.compile_submission(src, work, "sm_90", 300)
+    assert results["fine"][0] is True, results["fine"][1]
+    assert results["thief"][0] is False and "No such file" in results["thief"][1]
+
+
+def test_without_bubblewrap_there_is_no_jail_and_the_message_says_how_to_get_one(monkeypatch):
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real(name))
+    with pytest.raises(jail.JailError, match="apt-get install bubblewrap"):
+        jail.find(tasks.ROOT / "harness" / "include")
+
+
+def test_gradescope_in_a_container_without_user_namespaces_refuses_and_runs_nothing(tmp_path):
+    """Docker's default seccomp profile, as Gradescope uses it, refuses new user namespaces: the
+    grader runs here inside a sandbox that refuses them too, and must not run the submission open."""
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    marker = tmp_path / "student-code-ran"
+    (root / "submission" / "kernel.cu").write_text(
+        f'#include <cstdio>\nstatic int x = (std::fopen("{marker}", "w"), 0);\n'
+        "void conv1d(int n, int w, const float* N, const float* M, float* P) { }\n")
+    cmd = ["bwrap", "--dev-bind", "/", "/", "--unshare-user", "--uid", "1000", "--disable-userns", "--",
+           sys.executable, "-m", "grader", "gradescope", "--root", str(root), "--assignments", "conv1d"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(tasks.ROOT / "grader")))
+    assert r.returncode == 2, r.stderr
+    assert "no jail" in r.stderr and "namespaces" in r.stderr
+    results = (root / "results" / "results.json").read_text()
+    assert "not run" in results and '"score": 0' in results
+    assert not marker.exists()
