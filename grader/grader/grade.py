@@ -212,7 +212,7 @@ def _run_runner(work: Path, plan: Path, dumps: Path, results: Path, case_limit: 
             state["lines"], state["since"] = n, time.monotonic()
         return time.monotonic() - state["since"] > case_limit
 
-    protocol.write_fresh(results, "")
+    protocol.clear(results)  # the runner makes it (as the jailed user, where there is a jail)
     return sandbox.run([str(work / "runner"), str(plan), str(dumps), str(results)], work, work / "runner.log",
                        timeout=case_limit * ncases + 60, watchdog=watchdog, view="run",
                        read_only=(work / "runner",))
@@ -319,7 +319,7 @@ def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
     for tool in tools:
         log = work / f"sanitize-{tool}.log"
         results = work / f"sanitize-{tool}.jsonl"
-        protocol.write_fresh(results, "")
+        protocol.clear(results)
         run = sandbox.run([exe, "--tool", tool, "--error-exitcode", str(_SANITIZER_FOUND), "--print-limit", "10",
                            "--log-file", str(log), str(work / "runner"), str(plan), str(work / "dumps"), str(results)],
                           work, work / f"sanitize-{tool}.out", timeout=task.timeouts.get("sanitize", 600),
