@@ -11,43 +11,31 @@ cd "$(dirname "$0")/.."
 
 command -v nvcc >/dev/null 2>&1 || { echo "test: nvcc not found: install the CUDA Toolkit and put its bin/ on PATH" >&2; exit 2; }
 
-# --- Catch2 (Debian's catch2 package: the v2 single header) -----------------------------------
-catch_header=/usr/include/catch2/catch.hpp
-if [ ! -f "$catch_header" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "test: installing Debian's catch2"
-    (apt-get install -y -q catch2 >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q catch2 >/dev/null 2>&1; }) || true
-fi
-if [ -f "$catch_header" ]; then
+# install PACKAGE COMMAND_OR_FILE: Debian's PACKAGE, when COMMAND_OR_FILE is missing and this runs as root.
+install() {
+    if ! command -v "$2" >/dev/null 2>&1 && [ ! -f "$2" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "test: installing Debian's $1"
+        (apt-get install -y -q "$1" >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "$1" >/dev/null 2>&1; }) || true
+    fi
+    command -v "$2" >/dev/null 2>&1 || [ -f "$2" ]
+}
+# missing PACKAGE WHAT: in CI a missing package fails the run; elsewhere its tests are reported as skipped.
+missing() {
+    if [ "${CI:-}" = true ]; then
+        echo "test: $1 is missing and could not be installed (apt-get install $1)" >&2; exit 2
+    fi
+    echo "SKIPPED: $2: $1 is not installed and could not be installed here (apt-get install $1)"
+}
+
+# --- Catch2 (the v2 single header): the C++ host tests -----------------------------------------
+if install catch2 /usr/include/catch2/catch.hpp; then
     make --no-print-directory test-cpp ARCH=sm_90
-elif [ "${CI:-}" = true ]; then
-    echo "test: Catch2 is missing and could not be installed (apt-get install catch2)" >&2; exit 2
 else
-    echo "SKIPPED: C++ host tests: Catch2 is not installed and could not be installed here (apt-get install catch2)"
+    missing catch2 "C++ host tests"
 fi
-
-# --- Chromium (Debian's chromium): the handouts' PDFs and the headless-browser tests -------------
-if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "test: installing Debian's chromium"
-    (apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }) || true
-fi
-if ! command -v chromium >/dev/null 2>&1; then
-    if [ "${CI:-}" = true ]; then
-        echo "test: Chromium is missing and could not be installed (apt-get install chromium)" >&2; exit 2
-    fi
-    echo "SKIPPED: the handouts' browser and PDF tests: Chromium is not installed (apt-get install chromium)"
-fi
-
-# --- bubblewrap (Debian's bubblewrap): the jail of batch and Gradescope grading -------------------
-if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "test: installing Debian's bubblewrap"
-    (apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }) || true
-fi
-if ! command -v bwrap >/dev/null 2>&1; then
-    if [ "${CI:-}" = true ]; then
-        echo "test: bubblewrap is missing and could not be installed (apt-get install bubblewrap)" >&2; exit 2
-    fi
-    echo "SKIPPED: the jail's tests: bubblewrap is not installed (apt-get install bubblewrap)"
-fi
+# --- Chromium: the handouts' PDFs and the headless-browser tests; bubblewrap: the jail's tests ----
+install chromium chromium || missing chromium "the handouts' browser and PDF tests"
+install bubblewrap bwrap || missing bubblewrap "the jail's tests"
 
 # --- Python: the system's pytest and handout tools if it has them, else a virtual environment ---
 need="import pytest, jinja2, markdown, pypdf"

@@ -159,11 +159,8 @@ def main(args) -> int:
             try:  # no jail, no grading: nothing of the student's runs open
                 jail.find(tasks.ROOT / "harness" / "include")
             except jail.JailError as e:
-                why = f"this autograder has no jail for student code, so the submission was not run: {e}"
-                write_json(results_json([not_graded(a, why) for a in entry.files], task_of,
-                                        [n for n in names if n not in entry.files], why, time.monotonic() - start), out)
-                print(f"grader: {why}", file=sys.stderr)
-                return 2
+                return _refuse(f"this autograder has no jail for student code, so the submission was not run: {e}",
+                               entry, task_of, names, start, out)
         try:
             gpu = gpu_mod.detect()
         except NoGpu as e:
@@ -181,11 +178,8 @@ def main(args) -> int:
                 isolation = sandbox.open_jail(work_root, tasks.ROOT / "harness" / "include",
                                               build.probe_path(gpu.arch), Limits()).describe()
             except jail.JailError as e:
-                why = f"the jail for student code does not work here, so the submission was not run: {e}"
-                write_json(results_json([not_graded(a, why) for a in entry.files], task_of,
-                                        [n for n in names if n not in entry.files], why, time.monotonic() - start), out)
-                print(f"grader: {why}", file=sys.stderr)
-                return 2
+                return _refuse(f"the jail for student code does not work here, so the submission was not run: {e}",
+                               entry, task_of, names, start, out)
         records = []
         for a, src in sorted(entry.files.items()):
             task = task_of[a]
@@ -211,6 +205,14 @@ def main(args) -> int:
     finally:
         sandbox.confine(None)
         shutil.rmtree(work_root, ignore_errors=True)
+
+
+def _refuse(why: str, entry, task_of: dict, names: list, start: float, out: Path) -> int:
+    """results.json saying why nothing was run, every assignment of the submission at 0; exit 2."""
+    write_json(results_json([not_graded(a, why) for a in entry.files], task_of,
+                            [n for n in names if n not in entry.files], why, time.monotonic() - start), out)
+    print(f"grader: {why}", file=sys.stderr)
+    return 2
 
 
 def _who(root: Path) -> str:
