@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import build, protocol, sandbox, score, workdir
+from . import build, jail, protocol, sandbox, score, workdir
 from .gpu import NoGpu, peak
 from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
 from .tasks import Case, Task, describe
@@ -309,7 +309,7 @@ def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
     """Runs the runner under each tool; a race is a verdict of its own even when the output was
     right, a memory error is a runtime error. Where compute-sanitizer is missing, says so."""
     case, tools = task.sanitize
-    exe = _sanitizer()
+    exe = jail.sanitizer_executable()
     if not exe:
         result.sanitizer_note = f"{', '.join(tools)} not run: compute-sanitizer is not on PATH"
         return
@@ -342,15 +342,6 @@ def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
 
 
 _SANITIZER_FOUND = 86
-
-
-def _sanitizer():
-    """compute-sanitizer's own executable (the one on PATH is often a shell script that calls it)."""
-    exe = shutil.which("compute-sanitizer")
-    if not exe:
-        return None
-    real = Path(exe).resolve().parent.parent / "compute-sanitizer" / "compute-sanitizer"
-    return str(real) if real.is_file() else exe
 
 
 def _race_reported(log: str) -> bool:

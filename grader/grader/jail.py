@@ -165,15 +165,24 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
         raise JailError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
     nvcc = shutil.which("nvcc")
     toolkit = Path(nvcc).resolve().parent.parent if nvcc else Path("/usr/local/cuda").resolve()
-    sanitizer = toolkit / "compute-sanitizer"
+    sanitizer = sanitizer_executable()
     libs = runtime_libraries(probe)
     jail = Jail(bwrap=bwrap, toolkit=toolkit, include=Path(include).resolve(), runtime=libs,
                 devices=sorted(str(d) for d in Path("/dev").glob("nvidia*") if d.is_char_device()),
-                sanitizer=sanitizer if sanitizer.is_dir() else None, limits=limits or Limits(), stage=stage)
+                sanitizer=Path(sanitizer).parent if sanitizer else None, limits=limits or Limits(), stage=stage)
     if stage is not None:
         jail.include = jail.expose(include)
     check_namespaces(jail)
     return jail
+
+
+def sanitizer_executable() -> Optional[str]:
+    """compute-sanitizer's own executable (the one on PATH is often a shell script that calls it), or None."""
+    exe = shutil.which("compute-sanitizer")
+    if not exe:
+        return None
+    real = Path(exe).resolve().parent.parent / "compute-sanitizer" / "compute-sanitizer"
+    return str(real) if real.is_file() else exe
 
 
 def check_namespaces(jail: Jail) -> None:
@@ -231,7 +240,7 @@ def _libcuda() -> Optional[str]:
     except (OSError, subprocess.TimeoutExpired):
         out = ""
     for line in out.splitlines():
-        if line.strip().startswith("libcuda.so.1 ") and "x86-64" in line or line.strip().startswith("libcuda.so.1 ("):
+        if line.strip().startswith("libcuda.so.1 ("):
             return line.rsplit("=>", 1)[-1].strip()
     for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
         if d and os.path.isfile(os.path.join(d, "libcuda.so.1")):

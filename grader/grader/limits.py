@@ -20,7 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from . import protocol
+
 GIB = 1 << 30
+FILE_BYTES = 2 * GIB
+"""The largest file any program run by the grader may write: the largest output dump (1 GiB) fits."""
 NOBODY = 65534
 """The uid and gid of jailed programs, inside their namespace and, for a grader running as root, outside."""
 _CG_ROOT = Path("/sys/fs/cgroup")
@@ -39,7 +43,7 @@ class Limits:
     """Files and folders in its work folder."""
     tmp_bytes: int = 1 * GIB
     """Its private /tmp (memory-backed)."""
-    file_bytes: int = 2 * GIB
+    file_bytes: int = FILE_BYTES
     """Any one file (RLIMIT_FSIZE)."""
 
     def __post_init__(self):
@@ -55,12 +59,8 @@ class Limits:
             os.setgid(self.drop_to)
             os.setuid(self.drop_to)
 
-    def output_limits(self) -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_bytes, self.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
     def child_setup(self, group: Optional["Group"]) -> None:
-        self.output_limits()
+        output_limits(self.file_bytes)
         if group is None or not group.paths:
             resource.setrlimit(resource.RLIMIT_DATA, (self.memory_bytes, self.memory_bytes))
             resource.setrlimit(resource.RLIMIT_NPROC, (self.processes * 8, self.processes * 8))
@@ -75,21 +75,11 @@ class Limits:
 
     def over_disk(self, work: Path) -> Optional[str]:
         """Why the work folder is over its limits, or None."""
-        total, count = 0, 0
-        stack = [str(work)]
-        while stack:
-            try:
-                with os.scandir(stack.pop()) as it:
-                    for e in it:
-                        count += 1
-                        if count > self.files:
-                            return f"made more than {self.files} files in its work folder"
-                        st = e.stat(follow_symlinks=False)
-                        total += st.st_blocks * 512
-                        if e.is_dir(follow_symlinks=False):
-                            stack.append(e.path)
-            except OSError:
-                continue
+        total = 0
+        for count, (_, st) in enumerate(protocol.entries(work), 1):
+            if count > self.files:
+                return f"made more than {self.files} files in its work folder"
+            total += st.st_blocks * 512
         if total > self.disk_bytes:
             return f"wrote more than {self.disk_bytes / GIB:g} GiB to disk"
         return None
@@ -108,6 +98,12 @@ class Limits:
     def describe_disk(self) -> str:
         return (f"{self.disk_bytes / GIB:g} GiB and {self.files} files in its work folder (measured while it "
                 f"runs), {self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
+
+
+def output_limits(file_bytes: int = FILE_BYTES) -> None:
+    """In the child, for every program the grader runs: no file past `file_bytes`, no core dump."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 # ---------------------------------------------------------------------------------------------------

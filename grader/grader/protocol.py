@@ -93,6 +93,25 @@ def read_regular(path: Path, limit: int, from_end: bool = False) -> bytes:
         os.close(fd)
 
 
+def entries(top: Path):
+    """(path, lstat result) of everything under `top`, found lazily; links are never followed."""
+    stack = [str(top)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                found = list(it)
+        except OSError:
+            continue
+        for e in found:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(e.path)
+            yield e.path, st
+
+
 def clear(path: Path) -> None:
     """Removes whatever stands at `path` (a file, a link, a folder), not following links."""
     try:

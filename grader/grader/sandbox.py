@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import jail as jail_mod
+from . import limits as limits_mod
 from . import protocol
 from .jail import Jail
 from .limits import Limits
@@ -46,18 +47,13 @@ class Run:
     """Why the grader stopped a jailed program that broke a limit ("wrote more than 8 GiB to disk")."""
 
 
-_LIMITS = Limits()
-"""RLIMIT_FSIZE and RLIMIT_CORE of every program run here, jailed or not."""
-OUTPUT_LIMIT_BYTES = _LIMITS.file_bytes
-
-
 def _setup(group=None, limits: Limits = None):
     def child():
         os.setsid()  # its own process group, so a kill reaches everything it started
         if limits is not None:
             limits.child_setup(group)
         else:
-            _LIMITS.output_limits()
+            limits_mod.output_limits()
         if _LIBC is not None:
             _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (after any change of uid, which clears it)
             if limits is not None:
@@ -67,26 +63,16 @@ def _setup(group=None, limits: Limits = None):
 
 def tail(path: Path, limit: int = TAIL_BYTES) -> str:
     """The last `limit` bytes of a regular file (never through a link, never a pipe), as text."""
-    data = protocol.read_regular(path, limit, from_end=True)
-    return data.decode(errors="replace") if data else ""
+    return protocol.read_regular(path, limit, from_end=True).decode(errors="replace")
 
 
 def sweep(work: Path) -> None:
     """Removes every entry of `work` that is neither a regular file nor a folder (links, pipes,
     sockets, devices), so that nothing the grader opens there later leads out of it."""
-    stack = [str(work)]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for e in entries:
+    for path, st in protocol.entries(work):
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
             try:
-                mode = e.stat(follow_symlinks=False).st_mode
-                if stat.S_ISDIR(mode):
-                    stack.append(e.path)
-                elif not stat.S_ISREG(mode):
-                    os.unlink(e.path)
+                os.unlink(path)
             except OSError:
                 pass
 
