@@ -65,14 +65,22 @@ handouts dist:
 	    $(if $(filter handouts,$@),$(if $(HANDOUTS_OUT),--out $(HANDOUTS_OUT)),$(if $(DIST_OUT),--out $(DIST_OUT)))
 
 # ---------------------------------------------------------------------------------------------
-# The harness: shared objects, then per assignment the checker (a whole program, no student code)
-# and the runner's problem object (linked with a student's object at grading time).
+# The harness, per assignment: the checker (a whole program, no student code: the judge and the
+# library server) and the runner's problem object, linked with a student's kernel.o and the runner's
+# library (librunner.a) at grading time.
+RUNNER_PARTS := common wire shared_arrays serve runner
+CHECKER_PARTS := common wire shared_arrays serve check truth judge checker
+
 harness: $(foreach a,$(A),$(BUILD)/$(a)/checker $(BUILD)/$(a)/problem_runner.o) \
-         $(BUILD)/harness/runner.o $(BUILD)/harness/common.o $(BUILD)/harness/gpu_probe
+         $(BUILD)/harness/librunner.a $(BUILD)/harness/gpu_probe
 
 $(BUILD)/harness/%.o: harness/src/%.cu $(HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/harness/librunner.a: $(foreach p,$(RUNNER_PARTS),$(BUILD)/harness/$(p).o)
+	@rm -f $@
+	$(NVCC) -lib $^ -o $@
 
 $(BUILD)/%/problem_runner.o: assignments/%/problem.cu $(HEADERS) $(PROBLEM_HEADERS)
 	@mkdir -p $(@D)
@@ -82,7 +90,7 @@ $(BUILD)/%/problem_checker.o: assignments/%/problem.cu $(HEADERS) $(PROBLEM_HEAD
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -c $< -o $@
 
-$(BUILD)/%/checker: $(BUILD)/%/problem_checker.o $(BUILD)/harness/checker.o $(BUILD)/harness/check.o $(BUILD)/harness/common.o
+$(BUILD)/%/checker: $(BUILD)/%/problem_checker.o $(foreach p,$(CHECKER_PARTS),$(BUILD)/harness/$(p).o)
 	$(NVCC) -arch=$(ARCH) -Xcompiler -fopenmp $^ -lcublas -o $@
 
 # Linked as a runner is (build.py links each submission's kernel.o with the objects above the same
@@ -100,7 +108,7 @@ $(BUILD)/tests/%.o: %.cu $(HEADERS) $(PROBLEM_HEADERS)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/tests/cpp_tests: $(CATCH_OBJS) $(foreach a,$(ASSIGNMENTS),$(BUILD)/$(a)/problem_checker.o) \
-                          $(BUILD)/harness/check.o $(BUILD)/harness/common.o
+                          $(BUILD)/harness/check.o $(BUILD)/harness/common.o $(BUILD)/harness/wire.o
 	$(NVCC) -arch=$(ARCH) -Xcompiler -fopenmp $^ -lcublas -o $@
 
 test-cpp: $(BUILD)/tests/cpp_tests

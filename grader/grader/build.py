@@ -64,7 +64,7 @@ def build_harness(task: Task, arch: str, log: Path) -> None:
 def runner_objects(task: Task, arch: str) -> list:
     """The runner's own objects, linked with a student's kernel.o (as `make harness` builds them)."""
     b = ROOT / "build" / arch
-    return [b / task.name / "problem_runner.o", b / "harness" / "runner.o", b / "harness" / "common.o"]
+    return [b / task.name / "problem_runner.o", b / "harness" / "librunner.a"]
 
 
 def probe_path(arch: str) -> Path:

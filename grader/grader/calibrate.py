@@ -56,13 +56,12 @@ def measure(task: tasks.Task, info: GpuInfo, say=print) -> list:
     work = workdir.new(f"kit-calibrate-{task.name}-")
     try:
         build.build_harness(task, info.arch, work / "harness.log")
-        secret = protocol.new_secret()
         out = []
         for g in task.graded:
             c = g.case
-            plan = work / f"timed-{c.id}.plan"
-            plan.write_text(protocol.plan_line("timed", c.id, protocol.case_seed(c.seed, secret, salt=1), c.tol,
-                                               c.reference, c.params, warmup=g.warmup, runs=g.runs) + "\n")
+            plan = work / f"timed-{c.id}.plan"  # the judge draws the inputs' seeds itself
+            plan.write_text(protocol.plan_line("timed", c.id, c.seed, c.tol, c.reference, c.params,
+                                               warmup=g.warmup, runs=g.runs) + "\n")
             routes = grade._baselines(task, work, info.arch, plan, c.id, g.warmup)
             units = task.work(c.params)
             rates = {name: units / (t.median_ms / 1e3) for name, t in routes}

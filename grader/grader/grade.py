@@ -1,11 +1,13 @@
 """The grade verb: one submission of one assignment, built, checked, timed and scored.
 
   build       kernel.cu compiled on its own, scanned for forbidden calls, linked with the runner
-  correctness every case on inputs from a secret seed; the runner (student code) hands outputs
-              over, the checker (no student code) decides; a fault costs only its own case
-  performance only when every case is correct: fresh inputs per timed run, L2 flushed, the clock
-              stopped when the device is idle; the timed outputs are checked again; the library
-              baseline timed the same way; a rate above the GPU's peak is flagged, never scored
+  correctness every case on inputs the judge (no student code) draws from a secret seed when the
+              call is due; the runner only calls the entry point; the judge reads the outputs
+              itself and decides; a fault costs only its own case
+  performance only when every case is correct: fresh secret inputs per timed run, L2 flushed, the
+              judge's clock stopped once the outputs are in its hands; every timed run's output
+              checked at positions drawn after the run; the library baseline timed by the same
+              judge; a rate above the GPU's peak is flagged, never scored
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import build, jail, protocol, sandbox, score, workdir
+from . import build, jail, judged, protocol, sandbox, score, workdir
 from .gpu import NoGpu, peak
 from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
 from .tasks import Case, Task, describe
@@ -28,7 +30,7 @@ class Options:
     secret: Optional[int] = None
     """A fixed secret for reproducible inputs (debugging the kit); None draws a fresh one."""
     keep: bool = False
-    """Keep the work folder (plans, results, dumps, logs) instead of deleting it."""
+    """Keep the work folder (plans, logs) instead of deleting it."""
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
@@ -101,10 +103,11 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
     Timings must not share the GPU: run one submission's gpu_stages at a time."""
     if skipped(task, gpu, result):
         return result
-    secret = opts.secret if opts.secret is not None else protocol.new_secret()
     t0 = time.monotonic()
-    seeds = {c.id: protocol.case_seed(c.seed, secret) for c in task.cases}
-    result.cases = correctness(task, work, gpu.arch, seeds)
+    try:
+        result.cases = correctness(task, work, gpu.arch, opts.secret)
+    except Forbidden as f:
+        return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["correctness"] = time.monotonic() - t0
     passed = {c.id for c in result.cases if c.verdict == Verdict.CORRECT}
     result.correctness_points = score.correctness_points(task, passed)
@@ -117,13 +120,16 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
 
     if task.sanitize:
         t0 = time.monotonic()
-        sanitize(task, work, secret, result)
+        sanitize(task, work, result)
         result.stage_seconds["sanitize"] = time.monotonic() - t0
         if result.verdict != Verdict.CORRECT:
             return result
 
     t0 = time.monotonic()
-    performance(task, work, gpu, secret, result)
+    try:
+        performance(task, work, gpu, opts.secret, result)
+    except Forbidden as f:
+        return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["performance"] = time.monotonic() - t0
     return result
 
@@ -147,51 +153,45 @@ def _describe(task: Task, case_id: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Correctness.
 
-def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
-    """One CaseResult per case. The runner runs the pending cases in order; after a fault the rest
-    run in a fresh process, after a timeout they are not run. Then the checker judges the outputs."""
-    verdicts = {}
-    seconds = {}
+def correctness(task: Task, work: Path, arch: str, secret: Optional[int]) -> list:
+    """One CaseResult per case. The judge runs the pending cases in order; after a fault the rest
+    run with a fresh runner, after a timeout they are not run. Forbidden when the runner loaded a
+    forbidden library."""
+    verdicts, seconds, checks = {}, {}, {}
     pending = list(task.cases)
     attempt = 0
     while pending:
         attempt += 1
         plan = work / f"correctness{attempt}.plan"
-        protocol.write_fresh(plan, "".join(protocol.plan_line("case", c.id, seeds[c.id], c.tol, c.reference,
-                                                   c.params) + "\n" for c in pending))
-        results = work / f"correctness{attempt}.jsonl"
-        dumps = work / "dumps"
-        if not dumps.is_dir():
-            protocol.clear(dumps)
-            dumps.mkdir()
-        run = _run_runner(work, plan, dumps, results, task.timeouts["case"], len(pending))
-        records = protocol.read_results(results)
-        for r in records:
+        protocol.write_fresh(plan, "".join(protocol.plan_line("case", c.id, c.seed, c.tol, c.reference, c.params) + "\n"
+                                           for c in pending))
+        s = _session(task, work, arch, plan, f"correctness{attempt}", task.timeouts["case"], len(pending), secret)
+        for r in s.records:
             if r.get("event") == "done":
-                verdicts[r["case"]] = None  # ran to the end: the checker decides
+                verdicts[r["case"]] = None  # ran to the end: the comparison decides
                 seconds[r["case"]] = r.get("ms", 0) / 1000
-        started = [r["case"] for r in records if r.get("event") == "start"]
+            elif r.get("event") == "check":
+                checks.setdefault(r.get("case"), []).append(r)
+        started = [r["case"] for r in s.records if r.get("event") == "start"]
         current = started[-1] if started and started[-1] not in verdicts else None
-        if run.returncode == 0 and not run.timed_out and all(c.id in verdicts for c in pending):
-            break  # (an exit(0) before the last case ends is a fault of the case it cut short)
-        if run.returncode == protocol.EXIT_NO_GPU:
+        finished = not any(r.get("event") in _RUNNER_ENDED for r in s.records)
+        if finished and not s.timed_out and all(c.id in verdicts for c in pending):
+            break
+        if s.runner is not None and s.runner.returncode == protocol.EXIT_NO_GPU:
             raise NoGpu("no CUDA GPU: the runner could not open the device")
         ids = [c.id for c in pending]
         if current is None:  # died before or between cases: charge the next case that did not run
             current = next((i for i in ids if i not in verdicts), None)
             if current is None:
                 break
-        if run.timed_out:
+        if s.timed_out:
             verdicts[current] = (Verdict.TIMEOUT, f"did not finish within {task.timeouts['case']} s")
             for later in ids[ids.index(current) + 1:]:
                 verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case timed out")
             break
-        verdicts[current] = _fault(run, records, current)
+        verdicts[current] = _fault(s, current)
         pending = [c for c in pending[ids.index(current) + 1:]]
 
-    ran = [c for c in task.cases if c.id in verdicts and verdicts[c.id] is None]
-    checks = _check(task, work, arch, [protocol.plan_line("case", c.id, seeds[c.id], c.tol, c.reference,
-                                                    c.params) for c in ran], "correctness")
     out = []
     for c in task.cases:
         v = verdicts.get(c.id, (Verdict.NOT_RUN, "not run"))
@@ -202,56 +202,57 @@ def correctness(task: Task, work: Path, arch: str, seeds: dict) -> list:
     return out
 
 
-def _run_runner(work: Path, plan: Path, dumps: Path, results: Path, case_limit: float, ncases: int):
-    """The runner, stopped when any one case runs longer than case_limit seconds."""
-    state = {"lines": 0, "since": time.monotonic()}
-
-    def watchdog():
-        n = len(protocol.read_results(results))
-        if n != state["lines"]:
-            state["lines"], state["since"] = n, time.monotonic()
-        return time.monotonic() - state["since"] > case_limit
-
-    protocol.clear(results)  # the runner makes it (as the jailed user, where there is a jail)
-    return sandbox.run([str(work / "runner"), str(plan), str(dumps), str(results)], work, work / "runner.log",
-                       timeout=case_limit * ncases + 60, watchdog=watchdog, view="run",
-                       read_only=(work / "runner",))
+class Forbidden(Exception):
+    """The runner's process loaded a library the assignment forbids."""
 
 
-def _fault(run: sandbox.Run, records: list, case_id: str) -> tuple:
-    if run.stopped_for:
+_RUNNER_ENDED = ("launch_error", "runtime_error", "runner_gone")
+"""The judge's records that end its session early: the runner faulted or went."""
+
+
+def _session(task: Task, work: Path, arch: str, plan: Path, label: str, case_limit: float, ncases: int,
+             secret: Optional[int]) -> judged.Session:
+    """The judge and the student's runner on `plan`; stopped when any one case runs longer than
+    case_limit seconds. A failing judge is the kit's problem, not the student's: KitError."""
+    args = ("--secret", str(secret)) if secret is not None else ()
+    s = judged.run(build.checker_path(task, arch), plan, [str(work / "runner")], work, label, case_limit,
+                   case_limit * ncases + 60, view="run", read_only=(work / "runner",), judge_args=args)
+    _judge_failed(task, s)
+    bad = next((r for r in s.records if r.get("event") == "forbidden_library"), None)
+    if bad:
+        raise Forbidden(f"kernel.cu's process loaded a library this assignment forbids: {bad.get('library')} "
+                        f"(in case {bad.get('case')})")
+    return s
+
+
+def _judge_failed(task: Task, s: judged.Session) -> None:
+    if s.judge is None or s.timed_out or s.judge.returncode in (0, -9):
+        return
+    raise build.KitError(f"the {task.name} judge failed (exit {s.judge.returncode}):\n{s.judge.output}")
+
+
+def _fault(s: judged.Session, case_id: str) -> tuple:
+    run = s.runner
+    if run is not None and run.stopped_for:
         return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
-    for r in records:
+    for r in s.records:
         if r.get("case") == case_id and r.get("event") in ("launch_error", "runtime_error"):
             verdict = Verdict.LAUNCH_ERROR if r["event"] == "launch_error" else Verdict.RUNTIME_ERROR
             what = f"{r.get('cuda_error')} ({r.get('message')})"
             if verdict == Verdict.LAUNCH_ERROR:
                 return verdict, f"a kernel launch (or CUDA call) was refused: {what}; nothing ran"
             return verdict, f"the kernel faulted: {what}"
+    if run is None:
+        return Verdict.RUNTIME_ERROR, "the program did not start"
     if run.returncode < 0:
         return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
+    gone = next((r for r in s.records if r.get("event") == "runner_gone"), {})
+    if gone and "gone" not in gone.get("message", ""):
+        return Verdict.RUNTIME_ERROR, f"the program broke the judge's protocol ({gone['message']})"
     last = (run.output.strip().splitlines() or [""])[-1][:200]
+    if run.returncode == 0:
+        return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
     return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
-
-
-def _check(task: Task, work: Path, arch: str, plan_lines: list, label: str) -> dict:
-    """Runs the checker over plan_lines; returns its records by case. A failing checker is the kit's
-    problem, not the student's: it raises KitError."""
-    if not plan_lines:
-        return {}
-    plan = work / f"check-{label}.plan"
-    protocol.write_fresh(plan, "\n".join(plan_lines) + "\n")
-    results = work / f"check-{label}.jsonl"
-    protocol.write_fresh(results, "")
-    checker = build.checker_path(task, arch)
-    run = sandbox.run([str(checker), "check", str(plan), str(work / "dumps"), str(results)], work,
-                      work / f"check-{label}.log", timeout=1800)
-    if run.returncode != 0 or run.timed_out:
-        raise build.KitError(f"the {task.name} checker failed (exit {run.returncode}):\n{run.output}")
-    by_case = {}
-    for r in protocol.read_results(results):
-        by_case.setdefault(r.get("case"), []).append(r)
-    return by_case
 
 
 def _judge(task: Task, case: Case, records: list, seconds) -> CaseResult:
@@ -305,30 +306,35 @@ def explain(rec: dict, tol: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # compute-sanitizer, on a small case, for the tasks that ask for it.
 
-def sanitize(task: Task, work: Path, secret: int, result: GradeResult) -> None:
-    """Runs the runner under each tool; a race is a verdict of its own even when the output was
-    right, a memory error is a runtime error. Where compute-sanitizer is missing, says so."""
+def sanitize(task: Task, work: Path, result: GradeResult) -> None:
+    """Runs the runner alone (its own arrays, one call per case) under each tool; a race is a verdict
+    of its own even when the output was right, a memory error is a runtime error, and so is a run
+    that does not end cleanly (a submission could kill the tool to hide what it found). Where
+    compute-sanitizer is missing, says so. Nothing of this run is timed or compared."""
     case, tools = task.sanitize
     exe = jail.sanitizer_executable()
     if not exe:
         result.sanitizer_note = f"{', '.join(tools)} not run: compute-sanitizer is not on PATH"
         return
     plan = work / "sanitize.plan"
-    protocol.write_fresh(plan, protocol.plan_line("case", case.id, protocol.case_seed(case.seed, secret, salt=2), case.tol,
-                                       "cpu", case.params) + "\n")
+    seed = protocol.case_seed(case.seed, protocol.new_secret(), salt=2)
+    protocol.write_fresh(plan, protocol.plan_line("case", case.id, seed, case.tol, "cpu", case.params) + "\n")
     for tool in tools:
         log = work / f"sanitize-{tool}.log"
-        results = work / f"sanitize-{tool}.jsonl"
-        protocol.clear(results)
+        limit = task.timeouts.get("sanitize", 600)
         run = sandbox.run([exe, "--tool", tool, "--error-exitcode", str(_SANITIZER_FOUND), "--print-limit", "10",
-                           "--log-file", str(log), str(work / "runner"), str(plan), str(work / "dumps"), str(results)],
-                          work, work / f"sanitize-{tool}.out", timeout=task.timeouts.get("sanitize", 600),
-                          view="sanitize", read_only=(work / "runner",))
+                           "--log-file", str(log), str(work / "runner"), "--alone", str(plan)],
+                          work, work / f"sanitize-{tool}.out", timeout=limit, view="sanitize", read_only=(work / "runner",))
         what = f"{tool} ({case.describe()})"
         if run.timed_out:
-            result.sanitizer_note += f"{what}: did not finish in time, no finding. "
-            continue
+            result.verdict, result.message = Verdict.TIMEOUT, f"under compute-sanitizer {what}: did not finish within {limit} s"
+            return
         text = sandbox.tail(log, 20000)
+        if run.returncode not in (0, _SANITIZER_FOUND):
+            why = run.stopped_for or (f"killed by signal {-run.returncode}" if run.returncode < 0 else f"exit {run.returncode}")
+            result.verdict, result.message = (Verdict.RUNTIME_ERROR,
+                                              f"under compute-sanitizer {what}, the program did not end cleanly ({why})")
+            return
         if run.returncode == _SANITIZER_FOUND or (tool == "racecheck" and _race_reported(text)):
             first = _first_finding(text)
             # Every case passed, so the correctness share stays; there are no performance points.
@@ -361,11 +367,11 @@ def _first_finding(log: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Performance.
 
-def performance(task: Task, work: Path, gpu: GpuInfo, secret: int, result: GradeResult) -> None:
+def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult) -> None:
     """Times every graded case; the performance points are the mean of theirs. The first failure
     (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
     for graded in task.graded:
-        perf = _time_one(task, work, gpu, graded, protocol.case_seed(graded.case.seed, secret, salt=1), result)
+        perf = _time_one(task, work, gpu, graded, secret, result)
         if perf is None:
             return
         result.performance.append(perf)
@@ -377,26 +383,24 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: int, result: Grade
         for p in result.performance)
 
 
-def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, seed: int, result: GradeResult) -> Optional[Performance]:
+def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int], result: GradeResult) -> Optional[Performance]:
     g = graded.case
-    line = protocol.plan_line("timed", g.id, seed, g.tol, g.reference, g.params,
+    line = protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params,
                               warmup=graded.warmup, runs=graded.runs)
     plan = work / f"timed-{g.id}.plan"
     protocol.write_fresh(plan, line + "\n")
-    results = work / f"timed-{g.id}.jsonl"
     limit = task.timeouts["timed"]
-    run = _run_runner(work, plan, work / "dumps", results, limit, 1)
-    records = protocol.read_results(results)
-    timed = next((r for r in records if r.get("event") == "timed"), None)
-    if run.timed_out:
+    s = _session(task, work, gpu.arch, plan, f"timed-{g.id}", limit, 1, secret)
+    timed = next((r for r in s.records if r.get("event") == "timed"), None)
+    if s.timed_out:
         return _perf_fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {limit} s")
-    if timed is None or run.returncode != 0:
-        v, msg = _fault(run, records, g.id)
+    if timed is None or any(r.get("event") in _RUNNER_ENDED for r in s.records):
+        v, msg = _fault(s, g.id)
         return _perf_fail(result, v, f"in the timed runs: {msg}")
 
-    checks = _check(task, work, gpu.arch, [line], f"timed-{g.id}")
-    bad = [r for r in checks.get(g.id, []) if not r.get("pass")]
-    if bad or not checks.get(g.id):
+    checks = {g.id: [r for r in s.records if r.get("event") == "check" and r.get("case") == g.id]}
+    bad = [r for r in checks[g.id] if not r.get("pass")]
+    if bad or not checks[g.id]:
         r = bad[0] if bad else {"reason": "no output was checked"}
         return _perf_fail(result, Verdict.INCORRECT,
                           f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
@@ -460,13 +464,16 @@ def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
 
 
 def _baselines(task: Task, work: Path, arch: str, plan: Path, case_id: str, warmup: int) -> list:
-    """(library route, Timing) for every route the checker times."""
-    results = work / f"baseline-{case_id}.jsonl"
-    protocol.write_fresh(results, "")
+    """(library route, Timing) for every route, each served by the checker and timed by the judge
+    exactly as the student's code is."""
     checker = build.checker_path(task, arch)
-    run = sandbox.run([str(checker), "baseline", str(plan), str(results)], work, work / f"baseline-{case_id}.log",
-                      timeout=task.timeouts["timed"])
-    if run.returncode != 0 or run.timed_out:
-        raise build.KitError(f"timing the {task.name} baseline failed (exit {run.returncode}):\n{run.output}")
-    return [(r["library"], Timing([float(t) for t in r["times_ms"]], warmup))
-            for r in protocol.read_results(results) if r.get("event") == "baseline"]
+    limit = task.timeouts["timed"] * 4
+    s = judged.run(checker, plan, [str(checker), "serve"], work, f"baseline-{case_id}", limit, limit, view=None,
+                   judge_args=("--baseline",))
+    _judge_failed(task, s)
+    routes = [(r["library"], Timing([float(t) for t in r["times_ms"]], warmup))
+              for r in s.records if r.get("event") == "baseline"]
+    if s.timed_out or not routes or any(r.get("event") in _RUNNER_ENDED for r in s.records):
+        log = sandbox.tail(work / f"baseline-{case_id}.log")
+        raise build.KitError(f"timing the {task.name} baseline failed:\n{log}")
+    return routes

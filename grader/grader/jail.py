@@ -226,12 +226,14 @@ def runtime_libraries(probe: Optional[Path]) -> list:
     return sorted(p for p in out if os.path.isfile(p) and not _forbidden(p))
 
 
-_FORBIDDEN_LIBS = ("libcublas", "libcublasLt", "libcufft", "libcudnn", "libnccl", "libcusolver", "libcusparse",
+FORBIDDEN_LIBS = ("libcublas", "libcublasLt", "libcufft", "libcudnn", "libnccl", "libcusolver", "libcusparse",
                    "libcurand", "libnvblas")
+"""Libraries no runner may load: never bound into a run jail, and reported by the judge as a forbidden
+call (naming the library) if a runner outside a jail maps one."""
 
 
 def _forbidden(path: str) -> bool:
-    return os.path.basename(path).startswith(_FORBIDDEN_LIBS)
+    return os.path.basename(path).startswith(FORBIDDEN_LIBS)
 
 
 def _libcuda() -> Optional[str]:

@@ -1,6 +1,7 @@
 """How the grader and the harness talk: plan files in, JSON-lines results and exit codes out.
 
-Never stdout: a submission shares the runner's process and may print anything.
+Results come only from the judge (judged.py), through a pipe the grader alone holds: never from a
+file or an output a runner could write.
 """
 from __future__ import annotations
 
@@ -53,9 +54,13 @@ RESULTS_LIMIT = 64 << 20
 
 def read_results(path: Path) -> list:
     """The complete JSON lines of a results file; a line cut off by a crash is dropped."""
+    return parse_lines(read_regular(path, RESULTS_LIMIT))
+
+
+def parse_lines(data: bytes) -> list:
+    """The JSON objects of `data`, one per line; lines that are not one are dropped."""
     records = []
-    text = read_regular(path, RESULTS_LIMIT).decode(errors="replace")
-    for line in text.splitlines():
+    for line in data.decode(errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:

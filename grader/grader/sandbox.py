@@ -61,6 +61,14 @@ def _setup(group=None, limits: Limits = None):
     return child
 
 
+def seal() -> None:
+    """Closes this process to others of its user: no /proc/PID/fd, mem or environ for them, no ptrace.
+    A runner outside a jail runs as the grader's user, and could otherwise reopen the grader's end of
+    the judge's results pipe through /proc/PID/fd and write records into it."""
+    if _LIBC is not None:
+        _LIBC.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
 def tail(path: Path, limit: int = TAIL_BYTES) -> str:
     """The last `limit` bytes of a regular file (never through a link, never a pipe), as text."""
     return protocol.read_regular(path, limit, from_end=True).decode(errors="replace")
@@ -77,57 +85,85 @@ def sweep(work: Path) -> None:
                 pass
 
 
+class Proc:
+    """A program started in its own process group, with stdout and stderr into `log`; with a `view`
+    (it holds student code: "compile", "run" or "sanitize") and a jail set by confine(), inside that
+    jail, with cwd as its only writable folder and `read_only` files added to its view. `pass_fds`
+    are handed to it open (the judge's socket)."""
+
+    def __init__(self, cmd: list, cwd: Path, log: Path, env: dict = None, view: Optional[str] = None,
+                 read_only: tuple = (), pass_fds: tuple = ()):
+        self.jail = _JAIL if view else None
+        self.cwd = Path(cwd)
+        self.group = None
+        self.stopped_for = ""
+        self.log = log
+        if self.jail is not None:
+            cmd = self.jail.command(cmd, self.cwd, view, read_only)
+            env = {}
+            self.group = self.jail.limits.group()
+            self.jail.prepare(self.cwd)
+        self.start = time.monotonic()
+        self._next_disk = self.start
+        protocol.clear(log)
+        try:
+            with open(log, "wb") as out:
+                self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, env=env, pass_fds=pass_fds,
+                                             preexec_fn=_setup(self.group, self.jail.limits if self.jail else None))
+        except BaseException:
+            if self.group is not None:
+                self.group.close()
+            raise
+
+    def running(self) -> bool:
+        """False once it has ended, or once it broke the jail's disk limit (then stopped_for says so)."""
+        if self.proc.poll() is not None:
+            return False
+        now = time.monotonic()
+        if self.jail is not None and now >= self._next_disk:
+            self._next_disk = now + 0.25
+            self.stopped_for = self.jail.limits.over_disk(self.cwd) or ""
+            if self.stopped_for:
+                return False
+        return True
+
+    def finish(self, timed_out: bool = False) -> Run:
+        """Kills whatever is left of it (its whole process group), and says how it ended."""
+        try:
+            kill(self.proc)  # also whatever it left running in the background, which could hold the GPU
+            rc = self.proc.returncode
+            if self.jail is not None:
+                if self.group.oom_killed():
+                    self.stopped_for = f"used more than {self.jail.limits.memory_bytes / 2**30:g} GiB of host memory"
+                if 128 < rc < 160:  # bubblewrap passes a death by signal on as 128 + the signal
+                    rc = -(rc - 128)
+        finally:
+            if self.group is not None:
+                self.group.close()
+                self.group = None
+            if self.jail is not None:
+                sweep(self.cwd)
+        return Run(rc, timed_out, time.monotonic() - self.start, tail(self.log), self.stopped_for)
+
+
 def run(cmd: list, cwd: Path, log: Path, timeout: float, env: dict = None, watchdog=None,
         view: Optional[str] = None, read_only: tuple = ()) -> Run:
-    """Run cmd in cwd with stdout and stderr into `log`. `watchdog()` is polled while it runs; when it
-    returns True the process is stopped as timed out (used for per-case limits). With a `view` (a
-    program holding student code: "compile", "run" or "sanitize") and a jail set by confine(), it runs
-    inside that jail, with cwd as its only writable folder and `read_only` files added to its view."""
-    jail = _JAIL if view else None
-    group = None
-    if jail is not None:
-        cmd = jail.command(cmd, Path(cwd), view, read_only)
-        env = {}
-        group = jail.limits.group()
-        jail.prepare(Path(cwd))
-    start = time.monotonic()
-    stopped_for = ""
-    protocol.clear(log)
+    """Run cmd in cwd (see Proc) until it ends. `watchdog()` is polled while it runs; when it returns
+    True the process is stopped as timed out (used for per-case limits)."""
+    p = Proc(cmd, cwd, log, env=env, view=view, read_only=read_only)
+    timed_out = False
     try:
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, preexec_fn=_setup(group, jail.limits if jail else None))
-            timed_out = False
-            next_disk = start
+        while p.running():
             try:
-                while True:
-                    try:
-                        proc.wait(timeout=0.05)
-                        break
-                    except subprocess.TimeoutExpired:
-                        now = time.monotonic()
-                        if now - start > timeout or (watchdog and watchdog()):
-                            timed_out = True
-                            break
-                        if jail is not None and now >= next_disk:
-                            next_disk = now + 0.25
-                            stopped_for = jail.limits.over_disk(Path(cwd)) or ""
-                            if stopped_for:
-                                break
-            finally:  # also when the grader itself is interrupted (Ctrl-C)
-                kill(proc)  # also whatever it left running in the background, which could hold the GPU
-        rc = proc.returncode
-        if jail is not None:
-            if group.oom_killed():
-                stopped_for = f"used more than {jail.limits.memory_bytes / 2**30:g} GiB of host memory"
-            if 128 < rc < 160:  # bubblewrap passes a death by signal on as 128 + the signal
-                rc = -(rc - 128)
-    finally:
-        if group is not None:
-            group.close()
-        if jail is not None:
-            sweep(Path(cwd))
-    return Run(rc, timed_out, time.monotonic() - start, tail(log), stopped_for)
+                p.proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - p.start > timeout or (watchdog and watchdog()):
+                    timed_out = True
+                    break
+    finally:  # also when the grader itself is interrupted (Ctrl-C)
+        result = p.finish(timed_out)
+    return result
 
 
 def kill(proc: subprocess.Popen):

@@ -1,20 +1,23 @@
-"""A stand-in for the runner and the checker that replays what the real ones recorded on a GPU.
+"""A stand-in for the judge (the checker) and the runner that replays what the real ones recorded on a GPU.
 
-  fake_harness.py runner PLAN DUMPS RESULTS
-  fake_harness.py checker check PLAN DUMPS RESULTS | checker baseline PLAN RESULTS
+  fake_harness.py runner SOCKET_FD
+  fake_harness.py checker judge PLAN --socket FD --results FD [...] | checker serve SOCKET_FD
 
-The fixture folder (KIT_FAKE_FIXTURE) holds the recorded JSON lines: runner.jsonl (every runner
-record, by case), check.jsonl, timed.jsonl, check-timed.jsonl, baseline.jsonl. The runner replays
-each planned case's records and ends as the real one did: exit 4 after a launch error, 5 after a
-fault, hanging forever after a start with no end (a timeout).
+The fixture folder (KIT_FAKE_FIXTURE) holds the recorded JSON lines: runner.jsonl (the start, done and
+fault records of every case, as the judge writes them), check.jsonl, timed.jsonl, check-timed.jsonl,
+baseline.jsonl. The runner says hello on the socket and waits for the judge to close it. The judge
+waits for that hello (a runner that ends first is a runner gone, as for the real judge), then
+replays each planned case's records, ends its session after a fault as the real one does, and hangs
+after a start with no end (a runner that never answers: a timeout).
 """
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
 
-EXIT = {"launch_error": 4, "runtime_error": 5}
+FAULTS = ("launch_error", "runtime_error")
 fixture = Path(os.environ["KIT_FAKE_FIXTURE"])
 
 
@@ -28,42 +31,53 @@ def planned(plan):
             for line in Path(plan).read_text().splitlines() if line.strip()]
 
 
-def emit(out, rec):
-    out.write(json.dumps(rec) + "\n")
-    out.flush()
+def runner(fd):
+    s = socket.socket(fileno=fd)
+    s.send(b"hello")
+    while s.recv(64):
+        pass
 
 
-def runner(plan, results):
-    with open(results, "a") as out:
-        for kind, case in planned(plan):
-            if kind == "timed":
-                for rec in records("timed.jsonl"):
-                    emit(out, rec)
-                continue
-            mine = [r for r in records("runner.jsonl") if r["case"] == case]
-            ends = [r for r in mine if r["event"] != "start"]
-            emit(out, {"event": "start", "case": case})
-            if not ends:
-                time.sleep(3600)
-            emit(out, ends[0])
-            if ends[0]["event"] in EXIT:
-                sys.exit(EXIT[ends[0]["event"]])
+def judge(plan, sock, out, baseline):
+    def emit(rec):
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
 
-
-def checker(mode, plan, results):
-    with open(results, "a") as out:
-        if mode == "baseline":
-            for rec in records("baseline.jsonl"):
-                emit(out, rec)
+    emit({"event": "ready"})
+    s = socket.socket(fileno=sock)
+    if s.recv(64) != b"hello":
+        emit({"event": "start", "case": planned(plan)[0][1]})
+        emit({"event": "runner_gone", "case": planned(plan)[0][1], "message": "the other side has gone"})
+        return
+    if baseline:
+        for rec in records("baseline.jsonl"):
+            emit(rec)
+        return
+    for kind, case in planned(plan):
+        if kind == "timed":
+            for rec in records("timed.jsonl") + records("check-timed.jsonl"):
+                emit(rec)
+            continue
+        mine = [r for r in records("runner.jsonl") if r["case"] == case]
+        ends = [r for r in mine if r["event"] != "start"]
+        emit({"event": "start", "case": case})
+        if not ends:
+            time.sleep(3600)
+        emit(ends[0])
+        if ends[0]["event"] in FAULTS:
             return
-        for kind, case in planned(plan):
-            for rec in records("check-timed.jsonl" if kind == "timed" else "check.jsonl"):
-                if rec["case"] == case:
-                    emit(out, rec)
+        for rec in records("check.jsonl"):
+            if rec["case"] == case:
+                emit(rec)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "runner":
-        runner(sys.argv[2], sys.argv[4])
+        runner(int(sys.argv[2]))
+    elif sys.argv[2] == "serve":
+        runner(int(sys.argv[3]))
     else:
-        checker(sys.argv[2], sys.argv[3], sys.argv[-1])
+        a = sys.argv[3:]
+        opts = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i] in ("--socket", "--results")}
+        with os.fdopen(int(opts["--results"]), "w") as results:
+            judge(sys.argv[3], int(opts["--socket"]), results, "--baseline" in a)

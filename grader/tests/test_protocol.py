@@ -1,108 +1,226 @@
-"""protocol.py: exit codes shared with the harness, seeds, plan lines and results files."""
+"""The judge and the runner (harness/src/judge.cu, serve.cu, wire.cu; grader/judged.py), on a machine
+without a GPU: the judge shares host memory with the runner instead of GPU memory (--memory host),
+and everything else is as in a grading: the socket, the doorbell, the judge's clock, its secrets,
+its reads of the outputs, its results pipe. The problem is y = 2 x + 1
+(harness/tests/protocol/problem.cu); each "submission" in fixtures/protocol/ is a host function
+that tries one attack of a hostile kernel.cu. Where the grader runs as root, the judge and the
+runner both run as nobody, as a student's runner and judge share one user in `make grade`."""
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
-from grader import protocol, tasks
+import pytest
 
-KIT_CUH = tasks.ROOT / "harness" / "include" / "kit.cuh"
+from grader import jail, judged, sandbox, tasks
+from grader.limits import Limits
 
+ROOT = tasks.ROOT
+FIXTURES = Path(__file__).parent / "fixtures" / "protocol"
+ARCH = "sm_90"  # host code only: any architecture the toolkit knows
+NOBODY = 65534
+# The driver runs as nobody where the test is root: a Python that user can run (a virtual
+# environment's may live in root's home); the driver needs only the standard library.
+PYTHON = "/usr/bin/python3" if os.geteuid() == 0 and os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
-def harness_exit_codes() -> dict:
-    """kit::ExitCode as written in kit.cuh: {"Ok": 0, "Usage": 2, ...}."""
-    text = KIT_CUH.read_text()
-    block = re.search(r"enum\s+ExitCode\b[^{]*\{(.*?)\};", text, re.S)
-    assert block, f"no `enum ExitCode {{ ... }};` in {KIT_CUH}"
-    codes = dict((name, int(v)) for name, v in re.findall(r"\bkExit(\w+)\s*=\s*(\d+)\s*,", block.group(1)))
-    assert codes, f"no `kExit... = N,` lines in the ExitCode enum of {KIT_CUH}"
-    return codes
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
 
-
-def grader_exit_codes() -> dict:
-    """protocol.EXIT_* as {"Ok": 0, "Usage": 2, ...} (EXIT_LAUNCH_ERROR -> LaunchError)."""
-    return {"".join(w.capitalize() for w in name[5:].split("_")): value
-            for name, value in vars(protocol).items() if name.startswith("EXIT_")}
-
-
-def test_the_grader_and_the_harness_agree_on_every_exit_code():
-    harness, grader = harness_exit_codes(), grader_exit_codes()
-    assert set(harness) - set(grader) == set(), "kit.cuh has exit codes protocol.py lacks"
-    assert set(grader) - set(harness) == set(), "protocol.py has exit codes kit.cuh lacks"
-    assert grader == harness
+CORRECTNESS = "case id=small seed=11 rtol=1e-12 reference=cpu n=1000\n"
+TIMED = "timed id=big seed=22 rtol=1e-12 reference=cpu warmup=1 runs=3 n=65536\n"
 
 
-def test_exit_codes_are_distinct_and_only_ok_is_zero():
-    codes = list(grader_exit_codes().values())
-    assert len(set(codes)) == len(codes)
-    assert protocol.EXIT_OK == 0 and codes.count(0) == 1
+def _parts(name: str) -> list:
+    text = (ROOT / "Makefile").read_text()
+    return re.search(rf"^{name} := (.*)$", text, re.M).group(1).split()
 
 
-def test_mix64_of_zero_is_splitmix64s_first_output():
-    assert protocol.mix64(0) == 0xE220A8397B1DCDAF
+@pytest.fixture(scope="module")
+def kit():
+    """The test problem's judge (a checker) and one runner per fixture, built as `make harness` builds them."""
+    out = Path(tempfile.mkdtemp(prefix="kit-protocol-build-"))  # where nobody may run them from
+    os.chmod(out, 0o755)
+    build = ROOT / "build" / ARCH / "harness"
+    targets = [str(build / f"{p}.o") for p in _parts("CHECKER_PARTS")] + [str(build / "librunner.a")]
+    subprocess.run(["make", "-s", f"ARCH={ARCH}", *[os.path.relpath(t, ROOT) for t in targets]], cwd=ROOT, check=True)
+    nvcc = ["nvcc", "-std=c++17", "-O2", f"-arch={ARCH}", f"-I{ROOT / 'harness' / 'include'}"]
+    problem = ROOT / "harness" / "tests" / "protocol" / "problem.cu"
+    subprocess.run([*nvcc, "-c", str(problem), "-o", str(out / "problem_checker.o")], check=True)
+    subprocess.run([*nvcc, "-DKIT_RUNNER", "-c", str(problem), "-o", str(out / "problem_runner.o")], check=True)
+    subprocess.run(["nvcc", f"-arch={ARCH}", str(out / "problem_checker.o"),
+                    *[str(build / f"{p}.o") for p in _parts("CHECKER_PARTS")], "-o", str(out / "checker")], check=True)
+    runners = {}
+    for src in sorted(FIXTURES.glob("*.cu")):
+        obj = out / f"{src.stem}.o"
+        subprocess.run([*nvcc, "-c", str(src), "-o", str(obj)], check=True)
+        runners[src.stem] = out / f"runner-{src.stem}"
+        subprocess.run(["nvcc", f"-arch={ARCH}", str(obj), str(out / "problem_runner.o"), str(build / "librunner.a"),
+                        "-o", str(runners[src.stem])], check=True)
+    fake = out / "libcublas.so.99"  # a library by a forbidden name, for the run-time check
+    subprocess.run(["gcc", "-shared", "-fPIC", "-x", "c", "-", "-o", str(fake)], input=b"int kit_fake(void) { return 1; }\n",
+                   check=True)
+    for p in out.iterdir():
+        os.chmod(p, 0o755)
+    yield {"checker": out / "checker", "runners": runners, "fake_library": fake}
+    shutil.rmtree(out, ignore_errors=True)
 
 
-def test_mix64_stays_within_64_bits():
-    for x in (0, 1, 0x9E3779B97F4A7C15, (1 << 64) - 1):
-        assert 0 <= protocol.mix64(x) < 1 << 64
+DRIVER = """
+import json, sys
+from pathlib import Path
+from grader import judged
+a = json.loads(sys.argv[1])
+s = judged.run(Path(a["checker"]), Path(a["plan"]), [a["runner"]], Path(a["work"]), "session", 20, 120,
+               view=None, judge_args=tuple(a["judge_args"]))
+print(json.dumps({"records": s.records, "timed_out": s.timed_out,
+                  "runner": s.runner.returncode if s.runner else None, "judge": s.judge.returncode if s.judge else None,
+                  "judge_output": s.judge.output if s.judge else ""}))
+"""
 
 
-def test_the_case_seed_is_stable_for_the_same_secret():
-    assert protocol.case_seed(4096, 12345) == protocol.case_seed(4096, 12345)
+def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), env: dict = None) -> dict:
+    """One judged session of fixture `name`, in a fresh work folder; as nobody where the test is root."""
+    work = Path(tempfile.mkdtemp(prefix=f"kit-protocol-{name}-"))
+    os.chmod(work, 0o777)
+    (work / "session.plan").write_text(plan)
+    args = {"checker": str(kit["checker"]), "plan": str(work / "session.plan"), "runner": str(kit["runners"][name]),
+            "work": str(work), "judge_args": ["--memory", "host", *extra]}
+    drop = None
+    if os.geteuid() == 0:
+        def drop():
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+    proc = subprocess.run([PYTHON, "-c", DRIVER, json.dumps(args)], capture_output=True, text=True, timeout=300,
+                          preexec_fn=drop, env={**os.environ, "PYTHONPATH": str(ROOT / "grader"), **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["work"] = work
+    WORK.append(work)
+    return out
 
 
-def test_the_case_seed_differs_for_different_secrets():
-    seeds = {protocol.case_seed(4096, s) for s in range(1000)}
-    assert len(seeds) == 1000
+WORK = []
 
 
-def test_the_case_seed_differs_for_different_public_seeds_and_salts():
-    assert protocol.case_seed(101, 7) != protocol.case_seed(117, 7)
-    assert protocol.case_seed(101, 7, salt=0) != protocol.case_seed(101, 7, salt=1)
+@pytest.fixture(autouse=True, scope="module")
+def _remove_work_folders():
+    yield
+    for w in WORK:
+        shutil.rmtree(w, ignore_errors=True)
 
 
-def test_the_case_seed_fits_the_harness_uint64():
-    assert 0 <= protocol.case_seed((1 << 64) - 1, (1 << 63) + 5, salt=(1 << 64) - 1) < 1 << 64
+def events(out: dict, event: str, case: str = None) -> list:
+    return [r for r in out["records"] if r.get("event") == event and (case is None or r.get("case") == case)]
 
 
-def test_new_secret_gives_a_different_64_bit_value_each_time():
-    secrets = [protocol.new_secret() for _ in range(20)]
-    assert len(set(secrets)) == 20
-    assert all(0 <= s < 1 << 64 for s in secrets)
+def test_an_honest_runner_passes_every_check_and_every_timed_run_is_checked(kit):
+    out = judge(kit, "honest")
+    assert out["judge"] == 0 and out["runner"] == 0 and not out["timed_out"]
+    checks = events(out, "check")
+    assert checks and all(c["pass"] for c in checks)
+    assert {c["run"] for c in events(out, "check", "big")} == {0, 1, 2}  # every timed run
+    assert len(events(out, "check", "big")) == 4  # three probes and the last run whole
+    timed = events(out, "timed", "big")[0]
+    assert len(timed["times_ms"]) == 3
+    assert all(t >= 20 for t in timed["times_ms"])  # the call sleeps 20 ms
 
 
-def test_a_plan_line_has_kind_id_seed_tol_reference_then_extras_then_params():
-    line = protocol.plan_line("case", "n17", 42, 1e-10, "cpu", {"n": 17})
-    assert line == "case id=n17 seed=42 rtol=1e-10 reference=cpu n=17"
+def test_a_runner_that_stops_every_clock_of_its_own_process_is_timed_at_its_true_duration(kit):
+    out = judge(kit, "forged_clock", plan=TIMED)
+    timed = events(out, "timed", "big")[0]
+    assert all(t >= 20 for t in timed["times_ms"]), timed
+    assert all(c["pass"] for c in events(out, "check"))
 
 
-def test_a_plan_line_puts_extras_before_params():
-    line = protocol.plan_line("timed", "n4096", 7, 1e-10, "library", {"n": 4096, "m": 3}, warmup=2, runs=10)
-    assert line == "timed id=n4096 seed=7 rtol=1e-10 reference=library warmup=2 runs=10 n=4096 m=3"
+@pytest.mark.parametrize("name", ["false_done", "work_after_clock"])
+@pytest.mark.parametrize("plan", [CORRECTNESS, TIMED], ids=["correctness", "timed"])
+def test_a_done_said_before_the_outputs_are_written_fails_the_comparison_or_is_timed_to_the_end_of_the_work(
+        kit, name, plan):
+    out = judge(kit, name, plan=plan)
+    # The outputs the judge read when the runner said done (the last timed run is also read whole, later).
+    read_at_done = [c for c in events(out, "check") if c["compared"] in (1000, 4096)]
+    if plan == CORRECTNESS:
+        times = [r["ms"] for r in events(out, "done")]
+    else:
+        times = events(out, "timed")[0]["times_ms"]
+    assert len(read_at_done) == len(times) == (1 if plan == CORRECTNESS else 3)
+    for check, ms in zip(sorted(read_at_done, key=lambda c: c["run"]), times):
+        # The work ends 50 ms after "done": a read at "done" sees it unfinished, unless the judge's read
+        # came later (a busy machine), and then its clock ran until then.
+        assert not check["pass"] or ms >= 50, (check, ms)
+    assert not all(c["pass"] for c in read_at_done), "every read at done found the work finished"
 
 
-def test_a_plan_line_writes_the_tolerance_without_losing_digits():
-    tol = 0.1 + 0.2
-    word = protocol.plan_line("case", "a", 1, tol, "cpu", {}).split()[3]
-    assert float(word.split("=", 1)[1]) == tol
+def test_results_forged_by_the_runner_on_every_descriptor_file_and_pipe_it_can_reach_are_never_read(kit):
+    out = judge(kit, "forged_results")
+    assert not any(r.get("forged") for r in out["records"])
+    timed = events(out, "timed", "big")
+    assert len(timed) == 1 and all(t >= 20 for t in timed[0]["times_ms"]), out
+    assert all(c["pass"] for c in events(out, "check"))
+    assert (out["work"] / "results.jsonl").exists()  # the forgery was written; the judge never reads it
 
 
-def test_read_results_keeps_complete_json_lines_and_drops_a_truncated_last_one(tmp_path):
-    f = tmp_path / "results.jsonl"
-    f.write_text(json.dumps({"id": "n1", "ok": True}) + "\n" + json.dumps({"id": "n17", "ok": False}) + "\n"
-                 + '{"id": "n100", "rel_err')
-    assert protocol.read_results(f) == [{"id": "n1", "ok": True}, {"id": "n17", "ok": False}]
+def test_the_judges_seeds_are_fresh_and_written_nowhere_the_runner_can_read(kit):
+    first = judge(kit, "honest", extra=("--record-seeds",))
+    second = judge(kit, "honest", extra=("--record-seeds",))
+    seeds = [int(r["seed"]) for r in events(first, "seed")]
+    assert len(seeds) == 4 and len(set(seeds)) == 4  # the correctness case and three timed runs
+    assert not set(seeds) & {int(r["seed"]) for r in events(second, "seed")}
+    forms = [str(s).encode() for s in seeds] + [f"{s:x}".encode() for s in seeds] + \
+            [s.to_bytes(8, "little") for s in seeds]
+    for path in first["work"].rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(f in data for f in forms), path.name
 
 
-def test_read_results_drops_lines_that_are_not_json_objects(tmp_path):
-    f = tmp_path / "results.jsonl"
-    f.write_text('[1, 2]\n"text"\n42\nnull\nsome garbage\n\n{"id": "n1"}\n')
-    assert protocol.read_results(f) == [{"id": "n1"}]
+def test_a_runner_finds_the_judges_memory_environment_and_descriptors_closed(kit):
+    out = judge(kit, "snoop")
+    assert all(c["pass"] for c in events(out, "check")), "the runner opened the judge's /proc files"
 
 
-def test_read_results_of_a_file_never_written_is_empty(tmp_path):
-    assert protocol.read_results(tmp_path / "missing.jsonl") == []
+def test_a_runner_that_writes_into_the_judges_socket_ends_its_session_as_a_broken_protocol(kit):
+    out = judge(kit, "garbage")
+    gone = events(out, "runner_gone")
+    assert gone and "malformed" in gone[0]["message"]
+    assert not events(out, "timed")
 
 
-def test_read_results_survives_bytes_that_are_not_utf8(tmp_path):
-    f = tmp_path / "results.jsonl"
-    f.write_bytes(b'{"id": "n1"}\n\xff\xfe garbage\n{"id": "n17"}\n')
-    assert protocol.read_results(f) == [{"id": "n1"}, {"id": "n17"}]
+def test_a_library_loaded_at_run_time_by_a_forbidden_name_is_reported_naming_it(kit):
+    out = judge(kit, "library", plan=CORRECTNESS, env={"KIT_TEST_LIBRARY": str(kit["fake_library"])})
+    bad = events(out, "forbidden_library")
+    assert bad and bad[0]["library"] == "libcublas.so.99"
+
+
+def test_a_runner_that_loads_nothing_forbidden_is_not_reported(kit):
+    out = judge(kit, "library", plan=CORRECTNESS, env={"KIT_TEST_LIBRARY": "libm.so.6"})
+    assert not events(out, "forbidden_library")
+    assert all(c["pass"] for c in events(out, "check"))
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (apt-get install bubblewrap)")
+def test_a_runner_in_the_jail_is_judged_across_its_namespaces(kit):
+    """The socket, the doorbell (a futex on a shared page), the arrays and the runner's pid all cross
+    the jail's user, PID, IPC and mount namespaces; the judge stays outside."""
+    root = Path(tempfile.mkdtemp(prefix="kit-protocol-jail-"))
+    try:
+        j = sandbox.open_jail(root, ROOT / "harness" / "include", None, Limits())
+        j.runtime = jail.runtime_libraries(kit["runners"]["honest"])
+        work = root / "0000-alice-scale"
+        work.mkdir()
+        shutil.copy(kit["runners"]["honest"], work / "runner")
+        (work / "session.plan").write_text(CORRECTNESS + TIMED)
+        s = judged.run(kit["checker"], work / "session.plan", [str(work / "runner")], work, "session", 20, 120,
+                       view="run", read_only=(work / "runner",), judge_args=("--memory", "host"))
+    finally:
+        sandbox.confine(None)
+        shutil.rmtree(root, ignore_errors=True)
+    out = {"records": s.records}
+    assert s.runner.returncode == 0 and s.judge.returncode == 0, (s.records, s.runner, s.judge)
+    assert events(out, "check") and all(c["pass"] for c in events(out, "check"))
+    assert all(t >= 20 for t in events(out, "timed", "big")[0]["times_ms"])
+    assert not events(out, "forbidden_library")

@@ -35,7 +35,7 @@ def stage(tmp_path, monkeypatch):
         fake_sanitizer(bindir, log_text, exit_code)
         task = tasks.load("reduce")
         result = GradeResult("reduce", "kernel.cu", Verdict.CORRECT, "", 50.0, task.max_score, correctness_points=50.0)
-        grade.sanitize(task, work, secret=1, result=result)
+        grade.sanitize(task, work, result=result)
         return result
 
     return run
@@ -62,10 +62,18 @@ def test_a_memcheck_error_is_a_runtime_error_naming_the_tool(stage, monkeypatch)
     assert "memcheck" in r.message and "Invalid __global__ read" in r.message
 
 
+def test_a_run_under_compute_sanitizer_that_does_not_end_cleanly_is_a_runtime_error_not_clean(stage):
+    # A submission can kill the tool (its parent) to hide a finding: an exit that is neither clean nor
+    # "found" is never read as clean.
+    r = stage("========= COMPUTE-SANITIZER\n", 137)
+    assert r.verdict == Verdict.RUNTIME_ERROR
+    assert "did not end cleanly" in r.message and "clean" not in r.sanitizer_note
+
+
 def test_without_compute_sanitizer_the_report_says_the_tools_did_not_run(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     task = tasks.load("reduce")
     r = GradeResult("reduce", "kernel.cu", Verdict.CORRECT, "", 50.0, task.max_score)
-    grade.sanitize(task, tmp_path, secret=1, result=r)
+    grade.sanitize(task, tmp_path, result=r)
     assert r.verdict == Verdict.CORRECT
     assert "not run: compute-sanitizer is not on PATH" in r.sanitizer_note

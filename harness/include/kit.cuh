@@ -1,17 +1,21 @@
 // kit.cuh: the harness shared by every assignment.
 //
-// One binary per assignment and side is linked from three parts:
-//   runner  = harness/src/{common,runner}.cu + assignments/<name>/problem.cu (-DKIT_RUNNER) + the student's kernel.o
-//   checker = harness/src/{common,check,checker}.cu + assignments/<name>/problem.cu + cuBLAS/CUB
-// The runner holds the student's code: it generates the inputs from a seed, poisons the outputs,
-// calls the entry point, times it and hands the outputs over as files. The checker holds no student
-// code: it regenerates the same inputs from the same seed, recomputes what the outputs must be (CPU
-// loop or library) and compares. Correctness is therefore never decided inside the process that
-// runs untrusted code.
+// Two programs per assignment, and neither trusts the other:
+//   runner  = harness/src/{common,wire,shared_arrays,serve,runner}.cu + assignments/<name>/problem.cu
+//             (-DKIT_RUNNER) + the student's kernel.o. It holds the student's code and does one thing:
+//             call the entry point on the arrays it is given, when it is told to.
+//   checker = harness/src/{common,wire,shared_arrays,serve,check,truth,judge,checker}.cu + problem.cu
+//             + cuBLAS/CUB. It holds no student code. As the judge it allocates each case's arrays and
+//             shares them with the runner, fills the inputs from seeds it draws itself, rings the
+//             runner, takes the outputs in hand itself (the clock stops only then), computes the truth
+//             (CPU loop or library) and compares; as a server it runs the library routes the same way,
+//             so that the baseline is timed by the same clock as the student.
+// Nothing the grade depends on (time, inputs, which outputs are compared, the outputs, the results)
+// passes through the runner's process: see wire.h and judge.cu.
 //
 // An assignment's problem.cu describes its arrays, how to call the student's entry point and how to
-// compute the expected result; everything else (plan parsing, generation, poisoning, timing, files,
-// comparison, exit codes) lives here once.
+// compute the expected result; everything else (plan parsing, generation, poisoning, timing, the
+// wire, comparison, exit codes) lives here once.
 #pragma once
 
 #include <cstdint>
@@ -55,9 +59,6 @@ __host__ __device__ inline uint64_t hash3(uint64_t seed, uint64_t stream, uint64
 __host__ __device__ inline double uniform01(uint64_t seed, uint64_t stream, uint64_t i) {
     return (double)(hash3(seed, stream, i) >> 11) * (1.0 / 9007199254740992.0);
 }
-
-// Seed of timed run r of a case: fresh inputs for every timed run, none of them the case's own.
-inline uint64_t run_seed(uint64_t case_seed, int run) { return mix64(case_seed + 0x51ED + (uint64_t)run); }
 
 // ---------------------------------------------------------------------------------------------
 // Arrays of a problem.
@@ -198,26 +199,27 @@ struct ProblemRegistration {
 // ---------------------------------------------------------------------------------------------
 // Shared machinery (harness/src/common.cu).
 std::vector<Case> read_plan(const std::string& path);
+// One plan line ("case id=... k=v ..."); `where` names it in errors.
+Case parse_case(const std::string& line, const std::string& where);
+// A case as a plan line without its seed, its tolerance or whether it is timed: what the judge tells
+// a runner about a case (its id and sizes).
+std::string public_line(const Case& c);
 
 void fill_inputs_device(const Case& c, uint64_t seed, Arrays& dev);
 void fill_inputs_host(const Case& c, uint64_t seed, Arrays& host);
 void poison_outputs_device(Arrays& dev);
 
-// Which elements of an output a timed run hands over when not the whole array: a fixed number of
-// positions drawn from the run's seed, so the checker can verify every timed run cheaply.
+// A timed run's outputs are compared at kProbeCount positions the judge draws after the run (the
+// last run's in full): cheap enough to check every timed run, unknowable to the runner beforehand.
 constexpr int kProbeCount = 4096;
 std::vector<size_t> probe_positions(uint64_t seed, size_t count);
-inline bool is_full_dump(const Case& c, int run) { return !c.timed || run == c.runs - 1; }
-// The positions of an output of `count` elements that run `run` hands over: none (the whole array)
-// for a full dump, else the probe drawn from the run's seed. The runner and the checker both ask here.
-inline std::vector<size_t> handed_over(const Case& c, int run, uint64_t seed, size_t count) {
-    return is_full_dump(c, run) ? std::vector<size_t>{} : probe_positions(seed, count);
-}
 // Copies device array `s` (at `dev`) to `host`: the whole array when `positions` is empty, else only
 // the elements at `positions`, in that order, gathered on the array's GPU first, so that the probe
 // of a gigabyte output moves 32 KB instead of the gigabyte.
 void copy_to_host(const ArraySpec& s, const void* dev, const std::vector<size_t>& positions, void* host);
-std::string dump_path(const std::string& dir, const Case& c, int run, const std::string& array);
+// Launches the gather of `count` elements of device array `s` at the device positions `pos` into `out`
+// (device or mapped host memory), on the current stream of the array's GPU.
+void gather_async(const ArraySpec& s, const void* dev, const size_t* pos, size_t count, void* out);
 
 // A CUDA error raised by the code under test, caught where the runner classifies it.
 struct DeviceFault {
@@ -233,13 +235,13 @@ struct DeviceFault {
 DeviceFault settle();
 // How many GPUs (0..k-1) the arrays allocated so far live on.
 int devices_in_use();
+void note_device_in_use(int device);
 
 // Times `body` `runs` times after `warmup` untimed calls. Before each call `prepare(i)` sets up
-// fresh inputs (untimed; warm-up calls get negative i), then the L2 cache is flushed and its
-// persisting lines reset, the device is drained, and the clock runs from the call until the whole
-// device is idle: work the code under test left on any stream is counted. That sync costs about
-// 10 us against the milliseconds timed. `after(i)` runs untimed after each timed run. Returns
-// milliseconds per timed run; throws DeviceFault if the code under test fails.
+// fresh inputs and leaves the device idle with its L2 cache flushed (untimed; untimed calls get
+// negative i); `body()` returns once the call's work is finished and its outputs are in the caller's
+// hands: the clock covers exactly that. `after(i)` runs untimed after each timed run. Returns
+// milliseconds per timed run.
 //
 // The timed runs come in kTimedBursts bursts that start at least kBurstGapMs apart: after a burst
 // that took less, the device idles for the rest, then takes kRewarmCalls untimed calls before the
@@ -269,6 +271,7 @@ void flush_l2();
 class JsonLines {
 public:
     explicit JsonLines(const std::string& path);
+    explicit JsonLines(int fd);  // a descriptor the grader handed over (the judge's results pipe)
     ~JsonLines();
     JsonLines& begin();
     JsonLines& field(const char* key, const std::string& value);
@@ -295,7 +298,6 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
     auto untimed = [&] {
         prepare(-1 - untimed_calls++);
         body();
-        if (DeviceFault f = settle()) throw f;
     };
     for (int i = 0; i < warmup; ++i) untimed();
     std::vector<double> ms;
@@ -311,13 +313,9 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
             burst_start = now_ms();
         }
         prepare(i);
-        flush_l2();
-        if (DeviceFault f = settle()) throw f;
         double t0 = now_ms();
         body();
-        DeviceFault f = settle();
         double t1 = now_ms();
-        if (f) throw f;
         ms.push_back(t1 - t0);
         after(i);
     }

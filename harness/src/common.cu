@@ -39,6 +39,35 @@ void Problem::fill_custom(const Case&, uint64_t, size_t, Arrays&, bool) const { 
 // the problem (a number: Case::get reads integers, Case::real reals).
 //   case  id=n17 seed=123 rtol=1e-10 reference=cpu n=17
 //   timed id=graded seed=456 rtol=1e-10 reference=library warmup=2 runs=10 n=4096
+Case parse_case(const std::string& line, const std::string& where) {
+    std::istringstream words(line);
+    std::string kind;
+    words >> kind;
+    if (kind != "case" && kind != "timed") throw std::runtime_error(where + ": expected 'case' or 'timed', got '" + kind + "'");
+    Case c;
+    c.timed = kind == "timed";
+    std::string tok;
+    while (words >> tok) {
+        size_t eq = tok.find('=');
+        if (eq == std::string::npos) throw std::runtime_error(where + ": expected key=value, got '" + tok + "'");
+        std::string key = tok.substr(0, eq), value = tok.substr(eq + 1);
+        try {
+            if (key == "id") c.id = value;
+            else if (key == "seed") c.seed = std::stoull(value);
+            else if (key == "rtol") c.tol = std::stod(value);
+            else if (key == "reference") c.reference = value;
+            else if (key == "warmup") c.warmup = std::stoi(value);
+            else if (key == "runs") c.runs = std::stoi(value);
+            else c.params[key] = std::stod(value);
+        } catch (const std::logic_error&) {
+            throw std::runtime_error(where + ": bad value in '" + tok + "'");
+        }
+    }
+    if (c.id.empty()) throw std::runtime_error(where + ": case without id");
+    if (c.timed && c.runs < 1) throw std::runtime_error(where + ": timed case needs runs >= 1");
+    return c;
+}
+
 std::vector<Case> read_plan(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error("cannot read plan file " + path);
@@ -50,45 +79,32 @@ std::vector<Case> read_plan(const std::string& path) {
         std::istringstream words(line);
         std::string kind;
         if (!(words >> kind) || kind[0] == '#') continue;
-        if (kind != "case" && kind != "timed")
-            throw std::runtime_error(path + ":" + std::to_string(lineno) + ": expected 'case' or 'timed', got '" + kind + "'");
-        Case c;
-        c.timed = kind == "timed";
-        std::string tok;
-        while (words >> tok) {
-            size_t eq = tok.find('=');
-            if (eq == std::string::npos)
-                throw std::runtime_error(path + ":" + std::to_string(lineno) + ": expected key=value, got '" + tok + "'");
-            std::string key = tok.substr(0, eq), value = tok.substr(eq + 1);
-            try {
-                if (key == "id") c.id = value;
-                else if (key == "seed") c.seed = std::stoull(value);
-                else if (key == "rtol") c.tol = std::stod(value);
-                else if (key == "reference") c.reference = value;
-                else if (key == "warmup") c.warmup = std::stoi(value);
-                else if (key == "runs") c.runs = std::stoi(value);
-                else c.params[key] = std::stod(value);
-            } catch (const std::logic_error&) {
-                throw std::runtime_error(path + ":" + std::to_string(lineno) + ": bad value in '" + tok + "'");
-            }
-        }
-        if (c.id.empty()) throw std::runtime_error(path + ":" + std::to_string(lineno) + ": case without id");
-        if (c.timed && c.runs < 1) throw std::runtime_error(path + ":" + std::to_string(lineno) + ": timed case needs runs >= 1");
-        cases.push_back(c);
+        cases.push_back(parse_case(line, path + ":" + std::to_string(lineno)));
     }
     return cases;
+}
+
+std::string public_line(const Case& c) {
+    std::string s = "case id=" + c.id;
+    char b[64];
+    for (const auto& kv : c.params) {
+        std::snprintf(b, sizeof b, "%.17g", kv.second);
+        s += " " + kv.first + "=" + b;
+    }
+    return s;
 }
 
 // --------------------------------------------------------------------------------------------
 // Arrays.
 static int g_devices_in_use = 1;
 int devices_in_use() { return g_devices_in_use; }
+void note_device_in_use(int device) { g_devices_in_use = std::max(g_devices_in_use, device + 1); }
 
 DeviceArrays::DeviceArrays(const std::vector<ArraySpec>& s) {
     specs = s;
     for (const auto& a : specs) {
         void* p = nullptr;
-        g_devices_in_use = std::max(g_devices_in_use, a.device + 1);
+        note_device_in_use(a.device);
         CUDA_CHECK(cudaSetDevice(a.device));
         // At least one element, so that n = 1 and empty cases still get a valid pointer.
         CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(a.count, 1) * dtype_size(a.dtype)));
@@ -192,6 +208,14 @@ __global__ void gather_kernel(const T* x, const size_t* positions, size_t count,
         out[j] = x[positions[j]];
 }
 
+void gather_async(const ArraySpec& s, const void* dev, const size_t* pos, size_t count, void* out) {
+    if (s.dtype == DType::f64)
+        gather_kernel<<<grid_for(count), 256>>>((const double*)dev, pos, count, (double*)out);
+    else
+        gather_kernel<<<grid_for(count), 256>>>((const float*)dev, pos, count, (float*)out);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 void copy_to_host(const ArraySpec& s, const void* dev, const std::vector<size_t>& positions, void* host) {
     const size_t esize = dtype_size(s.dtype);
     CUDA_CHECK(cudaSetDevice(s.device));
@@ -204,22 +228,12 @@ void copy_to_host(const ArraySpec& s, const void* dev, const std::vector<size_t>
         CUDA_CHECK(cudaMalloc(&pos, count * sizeof(size_t)));
         CUDA_CHECK(cudaMalloc(&out, count * esize));
         CUDA_CHECK(cudaMemcpy(pos, positions.data(), count * sizeof(size_t), cudaMemcpyHostToDevice));
-        if (s.dtype == DType::f64)
-            gather_kernel<<<grid_for(count), 256>>>((const double*)dev, pos, count, (double*)out);
-        else
-            gather_kernel<<<grid_for(count), 256>>>((const float*)dev, pos, count, (float*)out);
-        CUDA_CHECK(cudaGetLastError());
+        gather_async(s, dev, pos, count, out);
         CUDA_CHECK(cudaMemcpy(host, out, count * esize, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaFree(pos));
         CUDA_CHECK(cudaFree(out));
     }
     CUDA_CHECK(cudaSetDevice(0));
-}
-
-std::string dump_path(const std::string& dir, const Case& c, int run, const std::string& array) {
-    std::string p = dir + "/" + c.id;
-    if (c.timed) p += ".run" + std::to_string(run);
-    return p + "." + array + ".bin";
 }
 
 // --------------------------------------------------------------------------------------------
@@ -287,6 +301,9 @@ static std::string json_number(double v) {
 
 JsonLines::JsonLines(const std::string& path) : f_(std::fopen(path.c_str(), "a")) {
     if (!f_) throw std::runtime_error("cannot write results file " + path);
+}
+JsonLines::JsonLines(int fd) : f_(fdopen(fd, "w")) {
+    if (!f_) throw std::runtime_error("cannot write the results descriptor " + std::to_string(fd));
 }
 JsonLines::~JsonLines() { std::fclose(f_); }
 JsonLines& JsonLines::begin() { line_ = "{"; return *this; }

@@ -1,114 +1,54 @@
 // runner.cu: the process that holds the student's code.
 //
-//   runner PLAN DUMP_DIR RESULTS
+//   runner SOCKET_FD     serve the judge (wire.h): call the entry point when told to, nothing more
+//   runner --alone PLAN  run each case of PLAN once on its own arrays (for compute-sanitizer, whose
+//                        findings are the only thing read from such a run)
 //
-// For every case of PLAN: fresh inputs from the case's seed, outputs poisoned, the student's entry
-// point called, the device drained and its errors classified, the outputs written to DUMP_DIR for
-// the checker. Timed cases run warm-up calls, then timed calls on fresh inputs each, and hand over
-// a probe of every timed run's output and the last run's output in full.
-//
-// RESULTS receives JSON lines (kit.cuh: JsonLines); the exit code says how it ended (kit::ExitCode).
-// Nothing here decides correctness: that is the checker's job, in a process without student code.
+// The runner holds no clock, no seed, no results file and no say in which outputs are compared: the
+// judge (checker.cu) fills the inputs, rings the doorbell, takes the outputs in hand itself and
+// writes the results. The runner's exit code only says how it ended (kit::ExitCode).
 #include <cstring>
 
 #include "kit.cuh"
+#include "serve.h"
 
 namespace {
 
 using namespace kit;
 
-// Errors that mean a launch was refused whatever reported them.
-bool is_launch_error(cudaError_t e) {
-    switch (e) {
-    case cudaErrorInvalidConfiguration:
-    case cudaErrorLaunchOutOfResources:
-    case cudaErrorInvalidDeviceFunction:
-    case cudaErrorNoKernelImageForDevice:
-    case cudaErrorInvalidKernelImage:
-    case cudaErrorCooperativeLaunchTooLarge:
-    case cudaErrorMissingConfiguration: return true;
-    default: return false;
+// Every case of the plan once, on inputs from its seed: a fault is reported on stderr and in the
+// exit code, as for the judge.
+int alone(const std::string& plan) {
+    std::vector<Case> cases = read_plan(plan);
+    require_gpu();
+    Problem& p = problem();
+    for (const Case& c : cases) {
+        DeviceArrays dev(p.arrays(c));
+        fill_inputs_device(c, c.seed, dev);
+        poison_outputs_device(dev);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        p.run_submission(c, dev);
+        if (DeviceFault f = settle()) {
+            std::fprintf(stderr, "runner: case %s: %s\n", c.id.c_str(), cudaGetErrorString(f.err));
+            return f.rejected || is_launch_error(f.err) ? kExitLaunchError : kExitRuntimeError;
+        }
     }
-}
-
-[[noreturn]] void report_fault(JsonLines& out, const Case& c, DeviceFault f) {
-    cudaError_t err = f.err;
-    bool launch = f.rejected || is_launch_error(err);
-    out.begin()
-        .field("event", launch ? "launch_error" : "runtime_error")
-        .field("case", c.id)
-        .field("cuda_error", cudaGetErrorName(err))
-        .field("message", cudaGetErrorString(err))
-        .end();
-    std::exit(launch ? kExitLaunchError : kExitRuntimeError);
-}
-
-void write_file(const std::string& path, const void* data, size_t bytes) {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f || std::fwrite(data, 1, bytes, f) != bytes || std::fclose(f) != 0) {
-        std::fprintf(stderr, "runner: cannot write %s\n", path.c_str());
-        std::exit(kExitHarnessError);
-    }
-}
-
-// Hands the outputs of one call over to the checker: the whole array, or the probe positions.
-void dump_outputs(const std::string& dir, const Case& c, int run, uint64_t seed, const Arrays& dev) {
-    for (size_t a = 0; a < dev.specs.size(); ++a) {
-        const ArraySpec& s = dev.specs[a];
-        if (!is_output(s)) continue;
-        std::vector<size_t> positions = handed_over(c, run, seed, s.count);
-        std::vector<unsigned char> host((positions.empty() ? s.count : positions.size()) * dtype_size(s.dtype));
-        copy_to_host(s, dev.ptrs[a], positions, host.data());
-        write_file(dump_path(dir, c, run, s.name), host.data(), host.size());
-    }
+    return kExitOk;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s PLAN DUMP_DIR RESULTS\n", argv[0]);
-        return kExitUsage;
-    }
-    const std::string plan = argv[1], dir = argv[2];
-    std::vector<Case> cases;
     try {
-        cases = read_plan(plan);
+        if (argc == 3 && std::strcmp(argv[1], "--alone") == 0) return alone(argv[2]);
+        if (argc == 2) {
+            Problem& p = problem();
+            return serve(std::atoi(argv[1]), [&](const Case& c, Arrays& a) { p.run_submission(c, a); });
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "runner: %s\n", e.what());
         return kExitUsage;
     }
-    JsonLines out(argv[3]);
-    require_gpu();
-    Problem& p = problem();
-
-    for (const Case& c : cases) {
-        out.begin().field("event", "start").field("case", c.id).end();
-        DeviceArrays dev(p.arrays(c));
-        try {
-            if (!c.timed) {
-                fill_inputs_device(c, c.seed, dev);
-                poison_outputs_device(dev);
-                CUDA_CHECK(cudaDeviceSynchronize());
-                double t0 = now_ms();
-                p.run_submission(c, dev);
-                if (DeviceFault f = settle()) throw f;
-                double ms = now_ms() - t0;
-                dump_outputs(dir, c, 0, c.seed, dev);
-                out.begin().field("event", "done").field("case", c.id).field("ms", ms).end();
-            } else {
-                auto prepare = [&](int r) {
-                    fill_inputs_device(c, run_seed(c.seed, r), dev);
-                    poison_outputs_device(dev);
-                };
-                auto body = [&] { p.run_submission(c, dev); };
-                auto after = [&](int r) { dump_outputs(dir, c, r, run_seed(c.seed, r), dev); };
-                std::vector<double> ms = time_runs(c.warmup, c.runs, prepare, body, after);
-                out.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).end();
-            }
-        } catch (const DeviceFault& f) {
-            report_fault(out, c, f);
-        }
-    }
-    return kExitOk;
+    std::fprintf(stderr, "usage: %s SOCKET_FD | %s --alone PLAN\n", argv[0], argv[0]);
+    return kExitUsage;
 }

@@ -6,7 +6,14 @@
 #include <fstream>
 #include <limits>
 
+#include <chrono>
+#include <thread>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "check.h"
+#include "wire.h"
 
 using namespace kit;
 
@@ -58,11 +65,69 @@ TEST_CASE("integer fills give whole numbers between lo and hi inclusive") {
     CHECK(seen_hi);
 }
 
-TEST_CASE("every timed run gets its own seed, none equal to the case's") {
-    uint64_t s = 12345;
-    CHECK(run_seed(s, 0) != s);
-    CHECK(run_seed(s, 0) != run_seed(s, 1));
-    CHECK(run_seed(s, -1) != run_seed(s, 0));
+TEST_CASE("what the judge tells a runner about a case parses back to its id and sizes, without its seed") {
+    Case c = parse_case("timed id=n4096 seed=987654321 rtol=1e-10 reference=library warmup=2 runs=10 n=4096 tol=0.25", "test");
+    std::string told = public_line(c);
+    CHECK(told.find("987654321") == std::string::npos);
+    CHECK(told.find("seed") == std::string::npos);
+    Case back = parse_case(told, "told");
+    CHECK(back.id == "n4096");
+    CHECK_FALSE(back.timed);
+    CHECK(back.seed == 0);
+    CHECK(back.get("n") == 4096);
+    CHECK(back.real("tol") == 0.25);
+}
+
+TEST_CASE("a message carries its text, its file descriptors and its sender's pid") {
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
+    wire::Channel judge(sv[0]), runner(sv[1]);
+    judge.want_credentials();
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    runner.send(wire::Kind::hello, "runner", {p[1]});
+    wire::Message m;
+    REQUIRE(judge.receive(m, 1000));
+    CHECK(m.kind == wire::Kind::hello);
+    CHECK(m.text == "runner");
+    CHECK(m.pid == getpid());
+    REQUIRE(m.fds.size() == 1);
+    CHECK(write(m.fds[0], "x", 1) == 1);  // the same pipe, passed on
+    char c = 0;
+    CHECK(read(p[0], &c, 1) == 1);
+    CHECK(c == 'x');
+    for (int fd : {m.fds[0], p[0], p[1], sv[1]}) close(fd);
+    CHECK_THROWS_AS(judge.receive(m, 1000), wire::ProtocolError);  // the runner's end is closed: it has gone
+    close(sv[0]);
+}
+
+TEST_CASE("a message that is not the wire's is refused") {
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
+    wire::Channel judge(sv[0]);
+    CHECK(write(sv[1], "{\"event\": \"timed\"}", 18) == 18);
+    wire::Message m;
+    CHECK_THROWS_AS(judge.receive(m, 1000), wire::ProtocolError);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+TEST_CASE("the doorbell wakes a runner that waits, spinning or asleep, with the judge's command") {
+    int fd = -1;
+    wire::Doorbell* bell = wire::make_doorbell(fd);
+    CHECK(bell->go.load() == 0);
+    for (int delay_ms : {0, 60}) {  // 60 ms: past the spinning, the runner sleeps on the page
+        uint32_t last = bell->go.load();
+        std::thread judge([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+            wire::ring(bell, wire::kCall);
+        });
+        uint32_t n = wire::wait_for_go(bell, last);
+        judge.join();
+        CHECK(n == last + 1);
+        CHECK(bell->command.load() == wire::kCall);
+    }
+    close(fd);
 }
 
 TEST_CASE("timed runs come in at most five bursts, all full but the last") {

@@ -1,0 +1,121 @@
+"""A runner judged from outside its process: the checker's judge (no student code) and a runner,
+started side by side and joined by a socket the grader makes.
+
+The judge draws every seed and probe position itself, times each call with its own clock and reads
+the outputs itself (harness/src/judge.cu); its results come back through a pipe that only the grader
+holds, so nothing a runner writes (a file, its output, the socket) can become a result. The runner
+is started only once the judge says it is ready: the judge measures its own cost of reading the
+outputs before any student code exists, so that no runner can make that measurement larger.
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import jail, protocol, sandbox
+
+
+@dataclass
+class Session:
+    records: list = field(default_factory=list)
+    """The judge's JSON records, in order."""
+    runner: Optional[sandbox.Run] = None
+    """How the runner ended (None: it never started, because the judge failed first)."""
+    judge: Optional[sandbox.Run] = None
+    """How the judge ended; a judge that fails is the kit's problem, never the student's."""
+    timed_out: bool = False
+    """The grader stopped both: a call ran past the case limit, or the whole past its limit."""
+
+
+class _Lines:
+    """JSON lines read from a pipe as they come, never blocking."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buf, self.records, self.closed = fd, b"", [], False
+        os.set_blocking(fd, False)
+
+    def read(self, wait: float) -> bool:
+        """Reads what is there (waiting up to `wait` s for something); True when a record arrived."""
+        if self.closed:
+            time.sleep(wait)
+            return False
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        if not ready:
+            return False
+        before = len(self.records)
+        try:
+            chunk = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            self.closed = True
+        self.buf += chunk
+        if len(self.buf) > protocol.RESULTS_LIMIT:
+            raise RuntimeError("the judge wrote more than the results limit")
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            self.records.extend(protocol.parse_lines(line))
+        return len(self.records) > before
+
+
+def run(checker: Path, plan: Path, runner_cmd: list, work: Path, label: str, case_limit: float, total_limit: float,
+        view: Optional[str] = "run", read_only: tuple = (), judge_args: tuple = ()) -> Session:
+    """Judges `runner_cmd` (which gets the socket's descriptor number as its last argument) on `plan`.
+    The grader stops both when no record arrives for `case_limit` seconds, or after `total_limit`."""
+    sandbox.seal()
+    s = Session()
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    rfd, wfd = os.pipe()
+    cmd = [str(checker), "judge", str(plan), "--socket", str(mine.fileno()), "--results", str(wfd),
+           "--forbid", ",".join(jail.FORBIDDEN_LIBS), *judge_args]
+    judge = runner = None
+    lines = _Lines(rfd)
+    try:
+        try:
+            judge = sandbox.Proc(cmd, work, work / f"{label}-judge.log", pass_fds=(mine.fileno(), wfd))
+        finally:
+            mine.close()
+            os.close(wfd)
+        start = last = time.monotonic()
+        while not any(r.get("event") == "ready" for r in lines.records):  # the judge's own start-up
+            if not judge.running() and not lines.read(0):
+                break
+            lines.read(0.05)
+            if time.monotonic() - start > total_limit:
+                s.timed_out = True
+                break
+        if any(r.get("event") == "ready" for r in lines.records) and not s.timed_out:
+            try:
+                runner = sandbox.Proc([*runner_cmd, str(theirs.fileno())], work, work / f"{label}.log", view=view,
+                                      read_only=read_only, pass_fds=(theirs.fileno(),))
+            finally:
+                theirs.close()
+            last = time.monotonic()
+            while judge.running() or lines.read(0):
+                if lines.read(0.05):
+                    last = time.monotonic()
+                now = time.monotonic()
+                if now - last > case_limit or now - start > total_limit:
+                    s.timed_out = True
+                    break
+                if not runner.running() and runner.stopped_for:
+                    break  # over the disk limit: the judge sees the runner go
+            grace = time.monotonic() + 2
+            while runner.running() and time.monotonic() < grace and not s.timed_out:
+                time.sleep(0.02)  # a runner told "bye" ends on its own
+    finally:
+        theirs.close()
+        if runner is not None:
+            s.runner = runner.finish(s.timed_out)
+        if judge is not None:
+            s.judge = judge.finish(s.timed_out)
+        while lines.read(0):
+            pass
+        os.close(rfd)
+    s.records = lines.records
+    return s

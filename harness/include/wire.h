@@ -1,0 +1,100 @@
+// wire.h: how the judge and a runner talk (host code only).
+//
+// The judge (harness/src/judge.cu, inside the checker: no student code) owns the clock, the inputs,
+// the outputs and the results. A runner (the student's code, or a library route for the baseline)
+// only calls its entry point when told to. They share three things and nothing else:
+//   - a socket (SOCK_SEQPACKET) for the few untimed messages and for handing over file descriptors;
+//     with SO_PASSCRED on the judge's side, every message carries the real pid of its sender;
+//   - the doorbell, one shared page: the judge rings `go` with a call's number and the runner
+//     answers in `done` with the same number once its call has returned and its work drained;
+//   - the case's arrays, allocated by the judge and mapped into the runner (shared_arrays.h).
+// Why a shared page: a pipe round trip between two processes costs 8-48 us, spinning on a shared
+// page about 0.1 us, and the shortest graded call (conv1d, w = 7) takes 0.2 ms.
+// Nothing the runner says is believed: a "done" only tells the judge when to take the outputs in
+// hand, and the clock stops once it has them (see judge.cu).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kit::wire {
+
+// The judge's command, read by the runner after `go` changes.
+enum Command : uint32_t { kCall = 1, kEndCase = 2 };
+
+struct Doorbell {
+    alignas(64) std::atomic<uint32_t> go;        // the number of the judge's latest command
+    alignas(64) std::atomic<uint32_t> command;   // what it is (Command), written before go
+    alignas(64) std::atomic<uint32_t> done;      // the number of the runner's latest finished call
+    alignas(64) std::atomic<uint32_t> sleeping;  // the runner waits on `go` in the kernel (futex)
+};
+static_assert(sizeof(Doorbell) <= 4096, "the doorbell is one page");
+
+// Socket messages. Text payloads are one or more lines; at most kMaxText bytes, kMaxFds descriptors.
+enum class Kind : uint32_t {
+    hello = 1,  // runner -> judge: "runner" (its pid comes with it); judge -> runner: the doorbell fd, "memory=..."
+    begin,      // judge -> runner: line 1 the case (plan syntax, no seed), line 2 the arrays' byte sizes; one fd each
+    ready,      // runner -> judge: the arrays are mapped
+    fault,      // runner -> judge: "launch|runtime CUDA_ERROR_NAME message": its call failed; it exits next
+    ended,      // runner -> judge: the case's arrays are unmapped
+    bye,        // judge -> runner: no more cases
+};
+constexpr size_t kMaxText = 1 << 16;
+constexpr size_t kMaxFds = 32;
+
+struct Message {
+    Kind kind{};
+    std::string text;
+    std::vector<int> fds;  // received descriptors, owned by the receiver
+    int pid = 0;           // the sender's pid, where the receiver asked for credentials
+};
+
+struct ProtocolError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+class Channel {
+public:
+    explicit Channel(int fd) : fd_(fd) {}
+    int fd() const { return fd_; }
+    // Every message received from now on carries its sender's pid (judge side).
+    void want_credentials();
+    void send(Kind kind, const std::string& text, const std::vector<int>& fds = {});
+    // Waits up to timeout_ms (< 0: for ever). False on timeout; ProtocolError when the other side
+    // has gone or sent something malformed.
+    bool receive(Message& m, double timeout_ms);
+    // True when a message (or the end of the connection) is waiting.
+    bool readable();
+
+private:
+    int fd_;
+};
+
+// A doorbell page: made by the judge (a memfd of one page), mapped by the runner from its fd.
+Doorbell* make_doorbell(int& fd);
+Doorbell* map_doorbell(int fd);
+
+// Runner side: waits until `go` differs from `last` and returns it. Spins first (the judge is timing),
+// then sleeps on the page when the wait is long (the judge is computing the truth on the CPU).
+uint32_t wait_for_go(Doorbell* bell, uint32_t last);
+// Judge side: rings `go` with command `cmd` and returns its number.
+uint32_t ring(Doorbell* bell, Command cmd);
+
+// The judge's process cannot be read or written by others of its user: no /proc/PID/mem, fd or
+// environ for them, no ptrace. (A runner outside a jail runs as the same user as the judge.)
+void seal_process();
+
+// 64 bits from the kernel's random source: a secret the runner cannot predict.
+uint64_t random64();
+
+// Monotonic wall time in milliseconds.
+double clock_ms();
+
+// The shared libraries mapped into process `pid`, as paths (from /proc/PID/maps); `ok` false when
+// the map could not be read.
+std::vector<std::string> mapped_libraries(int pid, bool& ok);
+
+}  // namespace kit::wire

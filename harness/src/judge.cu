@@ -1,0 +1,420 @@
+// judge.cu: a runner timed and checked from outside its process.
+//
+//   checker judge PLAN --socket FD --results FD [--memory host] [--baseline] [--secret S]
+//                 [--record-seeds] [--forbid libcublas,libcufft,...]
+//
+// For each case of PLAN the judge allocates the arrays and maps them into the runner
+// (shared_arrays.h), then for every call:
+//   1. fills the inputs from a seed it has just drawn from the kernel's random source, poisons the
+//      outputs, flushes L2 and waits until the GPU is idle: the runner cannot know the inputs before
+//      they are written, and they are written only now;
+//   2. starts its clock and rings the doorbell;
+//   3. when the runner answers "done", reads the outputs itself at positions it has drawn (for a
+//      timed run: 4096 per output, gathered on the GPU into its own pinned memory), and stops the
+//      clock once they are in its hands. A "done" said early does not stop the clock: the GPU
+//      time-slices between the two processes, so the judge's read waits for the runner's kernel or
+//      sees outputs not yet written, which fail the comparison;
+//   4. after the timed runs, recomputes the truth of every run from its seed and compares.
+// The cost of step 3 alone (the judge's read of 4096 elements per output, ~10 us) is measured before
+// any runner exists, as the least of 25 tries, and taken off every timed run: a runner cannot make
+// that measurement larger, so the time reported is never below the time its work took.
+// Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "judge.h"
+#include "truth.h"
+#include "wire.h"
+
+namespace kit {
+
+namespace {
+
+using wire::Kind;
+using wire::Message;
+using Positions = std::vector<std::vector<size_t>>;
+
+// The runner's fault, as it reported it: ends the judge's session after it is written down.
+struct RunnerFault {
+    std::string kind, error, message;
+};
+
+// Every seed and every probe position comes from here, drawn when it is needed.
+class Secrets {
+public:
+    Secrets(bool fixed, uint64_t secret) : fixed_(fixed), secret_(secret) {}
+    uint64_t draw() { return fixed_ ? hash3(secret_, 0x5EC2E7, n_++) : wire::random64(); }
+
+private:
+    bool fixed_;
+    uint64_t secret_, n_ = 0;
+};
+
+// The judge's hand: what it reads of a timed run's outputs, at the positions it has drawn.
+// On the GPU, positions go up before the clock starts; the gather writes straight into mapped
+// pinned memory, so taking the outputs in hand is one launch per output and one wait.
+class Hand {
+public:
+    Hand(const Arrays& a, Memory m) : arrays_(a), memory_(m), pos_(a.specs.size()), dpos_(a.specs.size()),
+                                      hbuf_(a.specs.size()), dbuf_(a.specs.size()) {
+        if (memory_ != Memory::device) return;
+        for (size_t i = 0; i < a.specs.size(); ++i) {
+            const ArraySpec& s = a.specs[i];
+            if (!is_output(s)) continue;
+            CUDA_CHECK(cudaSetDevice(s.device));
+            CUDA_CHECK(cudaMalloc(&dpos_[i], kProbeCount * sizeof(size_t)));
+            CUDA_CHECK(cudaHostAlloc(&hbuf_[i], kProbeCount * dtype_size(s.dtype), cudaHostAllocMapped | cudaHostAllocPortable));
+            CUDA_CHECK(cudaHostGetDevicePointer(&dbuf_[i], hbuf_[i], 0));
+        }
+        CUDA_CHECK(cudaSetDevice(0));
+    }
+    ~Hand() {
+        for (size_t i = 0; i < dpos_.size(); ++i) {
+            if (dpos_[i]) cudaFree(dpos_[i]);
+            if (hbuf_[i]) cudaFreeHost(hbuf_[i]);
+        }
+    }
+    Hand(const Hand&) = delete;
+    Hand& operator=(const Hand&) = delete;
+
+    // Untimed: where the next take() reads.
+    void aim(const Positions& p) {
+        pos_ = p;
+        if (memory_ != Memory::device) return;
+        for (size_t i = 0; i < p.size(); ++i)
+            if (dpos_[i] && !p[i].empty())
+                CUDA_CHECK(cudaMemcpy(dpos_[i], p[i].data(), p[i].size() * sizeof(size_t), cudaMemcpyHostToDevice));
+    }
+    // Timed: returns with the values at the aimed positions in the judge's memory.
+    void take() {
+        if (memory_ == Memory::host) {
+            for (size_t i = 0; i < pos_.size(); ++i) {
+                const size_t es = dtype_size(arrays_.specs[i].dtype);
+                held_.resize(pos_.size());
+                held_[i].resize(pos_[i].size() * es);
+                for (size_t j = 0; j < pos_[i].size(); ++j)
+                    std::memcpy(&held_[i][j * es], (const char*)arrays_.ptrs[i] + pos_[i][j] * es, es);
+            }
+            return;
+        }
+        for (size_t i = 0; i < pos_.size(); ++i) {
+            if (!dpos_[i] || pos_[i].empty()) continue;
+            CUDA_CHECK(cudaSetDevice(arrays_.specs[i].device));
+            gather_async(arrays_.specs[i], arrays_.ptrs[i], dpos_[i], pos_[i].size(), dbuf_[i]);
+        }
+        if (DeviceFault f = settle()) throw std::runtime_error(std::string("the judge's read failed: ") + cudaGetErrorString(f.err));
+    }
+    // Untimed: the values of the last take(), per array.
+    std::vector<std::vector<unsigned char>> values() const {
+        if (memory_ == Memory::host) return held_;
+        std::vector<std::vector<unsigned char>> v(pos_.size());
+        for (size_t i = 0; i < pos_.size(); ++i)
+            if (hbuf_[i]) {
+                const size_t bytes = pos_[i].size() * dtype_size(arrays_.specs[i].dtype);
+                v[i].assign((const unsigned char*)hbuf_[i], (const unsigned char*)hbuf_[i] + bytes);
+            }
+        return v;
+    }
+
+private:
+    const Arrays& arrays_;
+    Memory memory_;
+    Positions pos_;
+    std::vector<size_t*> dpos_;
+    std::vector<void*> hbuf_, dbuf_;
+    std::vector<std::vector<unsigned char>> held_;
+};
+
+class Judge {
+public:
+    Judge(const JudgeOptions& o, Problem& p, JsonLines& out)
+        : o_(o), p_(p), out_(out), ch_(o.socket), secrets_(o.fixed_secret, o.secret) {}
+
+    // Before any runner exists: what taking the outputs in hand costs, per timed case.
+    void calibrate(const std::vector<Case>& cases) {
+        for (const Case& c : cases) {
+            if (!c.timed) continue;
+            std::unique_ptr<Arrays> a;
+            if (o_.memory == Memory::device) a = std::make_unique<DeviceArrays>(p_.arrays(c));
+            else a = std::make_unique<HostArrays>(p_.arrays(c));
+            Hand hand(*a, o_.memory);
+            double best = 1e30;
+            for (int k = 0; k < 25; ++k) {
+                hand.aim(probes(*a));
+                idle();
+                double t0 = now_ms();
+                hand.take();
+                best = std::min(best, now_ms() - t0);
+            }
+            hand_ms_[c.id] = best;
+        }
+    }
+
+    void run(const std::vector<Case>& cases) {
+        ch_.want_credentials();
+        Message m;
+        ch_.receive(m, -1);
+        if (m.kind != Kind::hello || m.pid <= 0) throw wire::ProtocolError("expected the runner's hello");
+        runner_pid_ = m.pid;
+        for (int fd : m.fds) close(fd);
+        int bell_fd = -1;
+        bell_ = wire::make_doorbell(bell_fd);
+        ch_.send(Kind::hello, std::string("memory=") + memory_name(o_.memory), {bell_fd});
+        close(bell_fd);
+        for (const Case& c : cases) {
+            if (!o_.baseline) {
+                one_case(c, 0);
+                continue;
+            }
+            for (size_t route = 0; route < p_.libraries().size(); ++route) one_case(c, route);
+        }
+        ch_.send(Kind::bye, "");
+    }
+
+    const Case* current = nullptr;
+
+private:
+    void one_case(const Case& c, size_t route) {
+        current = &c;
+        out_.begin().field("event", "start").field("case", c.id).end();
+        SharedArrays arrays(p_.arrays(c), o_.memory);
+        std::string sizes;
+        for (size_t b : arrays.bytes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
+        std::string line = public_line(c) + (o_.baseline ? " route=" + std::to_string(route) : "");
+        ch_.send(Kind::begin, line + "\n" + sizes, arrays.fds);
+        expect(Kind::ready);
+        if (!c.timed) untimed_case(c, arrays);
+        else timed_case(c, arrays, route);
+        wire::ring(bell_, wire::kEndCase);
+        expect(Kind::ended);
+        if (!o_.baseline) look_for_libraries(c);
+    }
+
+    void untimed_case(const Case& c, SharedArrays& arrays) {
+        uint64_t seed = mix64(c.seed ^ secrets_.draw());
+        record_seed(c, 0, seed);
+        prepare(c, seed, arrays);
+        double t0 = now_ms();
+        call();
+        double ms = now_ms() - t0;
+        Outputs o{Positions(arrays.specs.size()), whole(arrays)};
+        out_.begin().field("event", "done").field("case", c.id).field("ms", ms).end();
+        check_outputs(p_, c, 0, seed, o, out_);
+    }
+
+    void timed_case(const Case& c, SharedArrays& arrays, size_t route) {
+        Hand hand(arrays, o_.memory);
+        std::vector<uint64_t> seeds(c.runs);
+        std::vector<Outputs> taken(c.runs);
+        Outputs last;
+        int current_run = -1;
+        auto prep = [&](int i) {
+            uint64_t seed = secrets_.draw();
+            current_run = i;
+            if (i >= 0) {
+                seeds[i] = seed;
+                record_seed(c, i, seed);
+                taken[i].positions = probes(arrays);
+                hand.aim(taken[i].positions);
+            }
+            prepare(c, seed, arrays);
+        };
+        auto body = [&] {
+            call();
+            if (current_run >= 0) hand.take();  // the clock stops with the outputs in hand
+        };
+        auto after = [&](int i) {
+            taken[i].got = hand.values();
+            if (i == c.runs - 1 && !o_.baseline) last = Outputs{Positions(arrays.specs.size()), whole(arrays)};
+        };
+        std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after);
+        const double hand_ms = hand_ms_.count(c.id) ? hand_ms_[c.id] : 0.0;
+        for (double& t : ms) t = std::max(t - hand_ms, 1e-6);
+        if (o_.baseline) {
+            out_.begin().field("event", "baseline").field("case", c.id).field("library", p_.libraries()[route])
+                .field("times_ms", ms).field("hand_ms", hand_ms).end();
+            return;
+        }
+        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).field("hand_ms", hand_ms).end();
+        for (int i = 0; i < c.runs; ++i) check_outputs(p_, c, i, seeds[i], taken[i], out_);
+        check_outputs(p_, c, c.runs - 1, seeds[c.runs - 1], last, out_);
+    }
+
+    // Fresh inputs from `seed`, outputs poisoned, caches flushed, the GPU idle.
+    void prepare(const Case& c, uint64_t seed, Arrays& a) {
+        if (o_.memory == Memory::host) {
+            fill_inputs_host(c, seed, a);
+            for (size_t i = 0; i < a.specs.size(); ++i) {
+                const ArraySpec& s = a.specs[i];
+                if (s.role != Role::out) continue;
+                for (size_t j = 0; j < s.count; ++j) {
+                    if (s.dtype == DType::f64) std::memcpy((char*)a.ptrs[i] + 8 * j, &kPoison64, 8);
+                    else std::memcpy((char*)a.ptrs[i] + 4 * j, &kPoison32, 4);
+                }
+            }
+            return;
+        }
+        fill_inputs_device(c, seed, a);
+        poison_outputs_device(a);
+        flush_l2();
+        idle();
+    }
+
+    void idle() {
+        if (o_.memory != Memory::device) return;
+        if (DeviceFault f = settle()) throw std::runtime_error(std::string("the judge's GPU work failed: ") + cudaGetErrorString(f.err));
+    }
+
+    // Rings the runner and waits for its "done" (or its fault, or its end).
+    void call() {
+        const uint32_t n = wire::ring(bell_, wire::kCall);
+        for (unsigned i = 1;; ++i) {
+            if (bell_->done.load(std::memory_order_acquire) == n) return;
+            if ((i & 4095) == 0 && ch_.readable()) {
+                Message m;
+                ch_.receive(m, 0);  // ProtocolError when the runner has gone
+                if (m.kind != Kind::fault) throw wire::ProtocolError("an unexpected message during a call");
+                std::istringstream words(m.text);
+                RunnerFault f;
+                words >> f.kind >> f.error;
+                std::getline(words, f.message);
+                throw f;
+            }
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#endif
+        }
+    }
+
+    void expect(Kind kind) {
+        Message m;
+        ch_.receive(m, -1);
+        for (int fd : m.fds) close(fd);
+        if (m.kind == Kind::fault) {
+            std::istringstream words(m.text);
+            RunnerFault f;
+            words >> f.kind >> f.error;
+            std::getline(words, f.message);
+            throw f;
+        }
+        if (m.kind != kind) throw wire::ProtocolError("an unexpected message");
+    }
+
+    // Probe positions for every output, drawn now.
+    Positions probes(const Arrays& a) {
+        Positions p(a.specs.size());
+        for (size_t i = 0; i < a.specs.size(); ++i)
+            if (is_output(a.specs[i])) p[i] = probe_positions(secrets_.draw(), a.specs[i].count);
+        return p;
+    }
+
+    // Every output, whole, read by the judge.
+    std::vector<std::vector<unsigned char>> whole(const Arrays& a) {
+        std::vector<std::vector<unsigned char>> v(a.specs.size());
+        for (size_t i = 0; i < a.specs.size(); ++i) {
+            const ArraySpec& s = a.specs[i];
+            if (!is_output(s)) continue;
+            v[i].resize(s.count * dtype_size(s.dtype));
+            if (v[i].empty()) continue;
+            if (o_.memory == Memory::host) std::memcpy(v[i].data(), a.ptrs[i], v[i].size());
+            else copy_to_host(s, a.ptrs[i], {}, v[i].data());
+        }
+        return v;
+    }
+
+    void record_seed(const Case& c, int run, uint64_t seed) {
+        if (o_.record_seeds)
+            out_.begin().field("event", "seed").field("case", c.id).field("run", run).field("seed", std::to_string(seed)).end();
+    }
+
+    // The runner's processes (its session), each one's mapped libraries against the forbidden list.
+    void look_for_libraries(const Case& c) {
+        for (int pid : session_of(runner_pid_)) {
+            bool ok = false;
+            std::vector<std::string> libs = wire::mapped_libraries(pid, ok);
+            if (!ok && pid == runner_pid_ && access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0) {
+                out_.begin().field("event", "forbidden_library").field("case", c.id)
+                    .field("library", "(unknown: the runner made its memory map unreadable)").end();
+                throw Stop{};
+            }
+            for (const std::string& path : libs) {
+                std::string base = path.substr(path.rfind('/') + 1);
+                for (const std::string& f : o_.forbidden)
+                    if (!f.empty() && base.compare(0, f.size(), f) == 0) {
+                        out_.begin().field("event", "forbidden_library").field("case", c.id).field("library", base).end();
+                        throw Stop{};
+                    }
+            }
+        }
+    }
+
+    static std::vector<int> session_of(int pid) {
+        std::vector<int> pids{pid};
+        long sid = session_id(pid);
+        if (sid <= 0) return pids;
+        DIR* d = opendir("/proc");
+        if (!d) return pids;
+        while (dirent* e = readdir(d)) {
+            int other = std::atoi(e->d_name);
+            if (other > 0 && other != pid && session_id(other) == sid) pids.push_back(other);
+        }
+        closedir(d);
+        return pids;
+    }
+
+    static long session_id(int pid) {
+        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+        std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        size_t close_paren = s.rfind(')');
+        if (close_paren == std::string::npos) return -1;
+        std::istringstream rest(s.substr(close_paren + 1));
+        std::string state;
+        long ppid, pgrp, sid;
+        if (!(rest >> state >> ppid >> pgrp >> sid)) return -1;
+        return sid;
+    }
+
+public:
+    struct Stop {};  // a verdict was written: the session ends here
+
+private:
+    const JudgeOptions& o_;
+    Problem& p_;
+    JsonLines& out_;
+    wire::Channel ch_;
+    Secrets secrets_;
+    wire::Doorbell* bell_ = nullptr;
+    int runner_pid_ = 0;
+    std::map<std::string, double> hand_ms_;
+};
+
+}  // namespace
+
+int judge(const JudgeOptions& o) {
+    wire::seal_process();
+    JsonLines out(o.results);
+    std::vector<Case> cases = read_plan(o.plan);
+    Problem& p = problem();
+    if (o.memory == Memory::device) require_gpu();
+    Judge j(o, p, out);
+    j.calibrate(cases);
+    out.begin().field("event", "ready").end();  // the grader starts the runner now
+    try {
+        j.run(cases);
+    } catch (const RunnerFault& f) {
+        out.begin().field("event", f.kind == "launch" ? "launch_error" : "runtime_error")
+            .field("case", j.current ? j.current->id : "").field("cuda_error", f.error)
+            .field("message", f.message.empty() ? f.message : f.message.substr(1)).end();
+    } catch (const wire::ProtocolError& e) {
+        out.begin().field("event", "runner_gone").field("case", j.current ? j.current->id : "")
+            .field("message", e.what()).end();
+    } catch (const Judge::Stop&) {
+    }
+    return kExitOk;
+}
+
+}  // namespace kit
