@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ class Forbidden:
 
 
 _VERSION_NS = re.compile(r"::(?:THRUST|CUB)_\w+?(?:_NS)?::|::_V_\w+::")
+# CUB's device-wide algorithms run kernels of their own (DeviceReduceKernel, DeviceScanKernel, ...),
+# whose names stay in the object whatever the algorithm's class was renamed to with #define.
+_CUB_KERNEL = re.compile(r"cub::(?:\w+::)*(Device\w*?)(?:SingleTile|Onesweep|Upsweep|Downsweep|Init|Histogram)?\w*Kernel\b")
 _CUB_DEVICE = re.compile(
     r"cub::(?:\w+::)*(Device(?:Reduce|SegmentedReduce|Scan|RadixSort|SegmentedRadixSort|MergeSort|SegmentedSort|"
     r"Select|Partition|Histogram|RunLengthEncode|Spmv|AdjacentDifference|Copy|Memcpy|For|Transform|Find|TopK))")
@@ -108,6 +112,8 @@ def scan_forbidden(obj: Path) -> list:
             seen.add((library, call))
             found.append(Forbidden(library, call))
 
+    for library, call in _by_name(obj) + _by_macro(obj.with_suffix(".cu")):
+        add(library, call)
     for line in out.splitlines():
         parts = line.split(None, 2) if line[:1] != " " else ["", *line.split(None, 1)]
         if len(parts) < 3:
@@ -117,6 +123,8 @@ def scan_forbidden(obj: Path) -> list:
             add("cuBLAS", re.sub(r"_v2$", "", re.match(r"cublas\w*", name).group(0)))
         elif m := _CUB_DEVICE.search(name):
             add("CUB device-wide algorithm", f"cub::{m.group(1)}")
+        elif m := _CUB_KERNEL.search(name):
+            add("CUB device-wide algorithm", f"cub::{m.group(1)} (its kernel {m.group(0).rsplit('::', 1)[-1]})")
         elif "thrust::" in name and kind in "TtWw":
             calls = [c for c in _THRUST_CALL.findall(name) if c not in _THRUST_DETAIL and not c.startswith("_")]
             if calls:
@@ -127,10 +135,62 @@ def scan_forbidden(obj: Path) -> list:
         source = obj.with_suffix(".cu").read_text(errors="replace") if obj.with_suffix(".cu").exists() else ""
         calls = sorted(set(re.findall(r"thrust::(\w+)\s*[(<]", source)) - _THRUST_DETAIL - {"device_vector", "host_vector"})
         thrust = [Forbidden("Thrust", f"thrust::{c}") for c in calls] or [f for f in found if f.library == "Thrust"][:3]
-        if "cub::Device" not in source:
+        if "cub::Device" not in source and not any(f.library.endswith("#define") for f in found):
             found = [f for f in found if f.library != "CUB device-wide algorithm"]
         found = [f for f in found if f.library != "Thrust"] + thrust
     return found
+
+
+_LOADERS = re.compile(rb"\b(cu(?:Module|Library)Load\w*|cudaLibraryLoad\w*|cuLinkAdd\w*)")
+_BY_NAME = re.compile(rb"\b(lib(?:cublas|cublasLt|cufft|cudnn|cusolver|cusparse|curand|nvblas|nccl)\w*(?:\.so[.\d]*)?"
+                      rb"|cublas[A-Z]\w*|cufft[A-Z]\w*|cudnn[A-Z]\w*)")
+_RENAMED = re.compile(r"^\s*#\s*define\s+(Device(?:Reduce|SegmentedReduce|Scan|RadixSort|SegmentedRadixSort|MergeSort|"
+                      r"SegmentedSort|Select|Partition|Histogram|RunLengthEncode|Spmv|AdjacentDifference|Copy|Memcpy|"
+                      r"For|Transform|Find|TopK)\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b", re.M)
+
+
+def _by_name(obj: Path) -> list:
+    """What the object asks for by name, as text: a prebuilt GPU binary loaded through the driver
+    (cuModuleLoadData and the like, found with cuGetProcAddress or dlsym), or a forbidden library or
+    function looked up at run time (dlopen("libcublas.so"), dlsym(h, "cublasDgemm_v2"))."""
+    data = _read_only_data(obj)
+    found = []
+    for m in _LOADERS.finditer(data):
+        found.append(("prebuilt GPU code loaded at run time", m.group(1).decode()))
+    for m in _BY_NAME.finditer(data):
+        found.append(("a forbidden library looked up by name at run time", m.group(1).decode()))
+    return found
+
+
+def _read_only_data(obj: Path) -> bytes:
+    """The object's read-only data (.rodata*: its string constants), from its ELF section table: not
+    its symbol table, where a call made the ordinary way (and found by the symbol scan) also names
+    the function."""
+    try:
+        data = obj.read_bytes()
+    except OSError:
+        return b""
+    if data[:4] != b"\x7fELF" or data[4] != 2:  # nvcc on Linux makes 64-bit ELF objects
+        return data
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names = headers[shstrndx]
+
+    def name(h):
+        start = names[4] + h[0]
+        return data[start:data.index(b"\0", start)]
+    return b"\0".join(data[h[4]:h[4] + h[5]] for h in headers if name(h).startswith(b".rodata"))
+
+
+def _by_macro(source: Path) -> list:
+    """#define directives that rename a library's identifier (`#define DeviceReduce DevR` before
+    including CUB compiles CUB's device-wide reduction under another name)."""
+    try:
+        text = source.read_text(errors="replace").replace("\\\n", " ")
+    except OSError:
+        return []
+    return [("a library identifier renamed with #define", f"#define {m.group(1)}") for m in _RENAMED.finditer(text)]
 
 
 def link_runner(task: Task, workdir: Path, arch: str, timeout: float) -> tuple:

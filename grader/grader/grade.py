@@ -61,7 +61,7 @@ def new_result(task: Task, submission: Path, gpu: GpuInfo, opts: Options) -> Gra
     """A record that starts as correct; the stages below mark what goes wrong."""
     return GradeResult(task.name, str(submission), Verdict.CORRECT, "", 0.0, task.max_score, gpu=gpu,
                        seed_note="inputs from a fixed secret (reproducible run)" if opts.secret is not None
-                       else "inputs from a fresh secret seed")
+                       else "inputs drawn fresh for every call by the judge")
 
 
 def build_stage(task: Task, submission: Path, arch: str, work: Path, result: GradeResult) -> bool:
@@ -140,9 +140,12 @@ def _fail(result: GradeResult, verdict: Verdict, message: str) -> GradeResult:
 
 
 def _first_error(log: str) -> str:
-    for line in log.splitlines():
-        if "error" in line.lower():
-            return line.strip()[:300]
+    """The line that says most: the linker's own complaint before its "collect2: error" summary."""
+    lines = log.splitlines()
+    for mark in ("multiple definition", "undefined reference", "error"):
+        for line in lines:
+            if mark in line.lower():
+                return line.strip()[:300]
     return (log.strip().splitlines() or ["(no message)"])[0][:300]
 
 

@@ -63,10 +63,17 @@ class _Lines:
         return len(self.records) > before
 
 
+_JUDGES_TURN = ("done", "timed", "check")
+"""Records after which the judge works alone (reading outputs, computing the truth) until "checked":
+the case limit, which is the runner's, does not run then; JUDGE_LIMIT does."""
+JUDGE_LIMIT = 1800.0
+
+
 def run(checker: Path, plan: Path, runner_cmd: list, work: Path, label: str, case_limit: float, total_limit: float,
         view: Optional[str] = "run", read_only: tuple = (), judge_args: tuple = ()) -> Session:
     """Judges `runner_cmd` (which gets the socket's descriptor number as its last argument) on `plan`.
-    The grader stops both when no record arrives for `case_limit` seconds, or after `total_limit`."""
+    The grader stops both when the runner holds a case for `case_limit` seconds with no record, or
+    after `total_limit` (the judge's own work between "done" and "checked" counted in neither)."""
     sandbox.seal()
     s = Session()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -96,11 +103,16 @@ def run(checker: Path, plan: Path, runner_cmd: list, work: Path, label: str, cas
             finally:
                 theirs.close()
             last = time.monotonic()
+            judging = 0.0  # seconds spent on the judge's own turns
             while judge.running() or lines.read(0):
+                turn = lines.records[-1].get("event") in _JUDGES_TURN if lines.records else False
                 if lines.read(0.05):
+                    if turn:
+                        judging += time.monotonic() - last
                     last = time.monotonic()
                 now = time.monotonic()
-                if now - last > case_limit or now - start > total_limit:
+                limit = JUDGE_LIMIT if turn else case_limit
+                if now - last > limit or now - start - judging > total_limit:
                     s.timed_out = True
                     break
                 if not runner.running() and runner.stopped_for:

@@ -35,7 +35,9 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
         t = p.timing
         size = describe(p.params)
         out += ["", f"   Performance, {size}: {len(t.times_ms)} runs after {t.warmup} warm-up, "
-                    f"fresh inputs and a flushed L2 each"]
+                    f"fresh inputs and a flushed L2 each",
+                "     timed by the judge (a process without your code): from its call until it held your "
+                "outputs, every run's outputs checked"]
         # Labels as wide as the longest baseline name ("copy of the same bytes"), so the rates line up.
         lw = max([11] + [len(b.name) for b in p.baselines])
         line = (f"     {'submission':<{lw}} {p.rate:>12,.1f} {p.metric}   median {t.median_ms:.3f} ms "

@@ -53,6 +53,40 @@ __global__ void row_sums(int n, const double* A, double* B) {
 void trmm(int n, const double* A, double* B) { row_sums<<<n, 128>>>(n, A, B); }
 """
 
+CUB_RENAMED = """\
+#define DeviceReduce DevR
+#include <cub/device/device_reduce.cuh>
+void trmm(int n, const double* A, double* B) {
+    size_t bytes = 0;
+    cub::DevR::Sum(nullptr, bytes, A, B, n);
+    void* tmp;
+    cudaMalloc(&tmp, bytes);
+    cub::DevR::Sum(tmp, bytes, A, B, n);
+    cudaFree(tmp);
+}
+"""
+
+CUBIN_LOADER = """\
+#include <cuda.h>
+static const unsigned char image[16] = {0};
+void trmm(int n, const double* A, double* B) {
+    void* load = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    cudaGetDriverEntryPointByVersion("cuModuleLoadData", &load, 12000, cudaEnableDefault, &status);
+    CUmodule m;
+    if (load) ((CUresult(*)(CUmodule*, const void*))load)(&m, image);
+}
+"""
+
+DLSYM_CUBLAS = """\
+#include <dlfcn.h>
+void trmm(int n, const double* A, double* B) {
+    void* lib = dlopen("libcublas.so.13", RTLD_NOW);
+    void* f = lib ? dlsym(lib, "cublasDtrmm_v2") : dlsym(RTLD_DEFAULT, "cublasDtrmm_v2");
+    (void)f;
+}
+"""
+
 WRONG_SIGNATURE = """\
 __global__ void add_one(int n, double* B) { if (threadIdx.x < n) B[threadIdx.x] += 1; }
 void trmm(int n, double* A, double* B) { add_one<<<1, 32>>>(n, B); }  // A is not const
@@ -66,6 +100,9 @@ SOURCES = {
     "thrust": THRUST,
     "cub_block": CUB_BLOCK,
     "wrong_signature": WRONG_SIGNATURE,
+    "cub_renamed": CUB_RENAMED,
+    "cubin_loader": CUBIN_LOADER,
+    "dlsym_cublas": DLSYM_CUBLAS,
 }
 
 
@@ -118,6 +155,26 @@ def test_a_cub_device_wide_reduction_is_forbidden_and_named(compiled):
     c = compiled["cub_device"]
     assert c.ok, c.messages
     assert Forbidden("CUB device-wide algorithm", "cub::DeviceReduce") in c.forbidden
+
+
+def test_cub_s_device_wide_reduction_renamed_with_a_define_is_still_forbidden(compiled):
+    c = compiled["cub_renamed"]
+    assert c.ok, c.messages
+    assert Forbidden("a library identifier renamed with #define", "#define DeviceReduce") in c.forbidden
+    assert any(f.library == "CUB device-wide algorithm" for f in c.forbidden), c.forbidden  # by its kernels
+
+
+def test_loading_a_prebuilt_gpu_binary_through_the_driver_is_forbidden_and_named(compiled):
+    c = compiled["cubin_loader"]
+    assert c.ok, c.messages
+    assert Forbidden("prebuilt GPU code loaded at run time", "cuModuleLoadData") in c.forbidden
+
+
+def test_a_library_and_a_function_looked_up_by_name_at_run_time_are_forbidden(compiled):
+    c = compiled["dlsym_cublas"]
+    assert c.ok, c.messages
+    calls = {f.call for f in c.forbidden}
+    assert {"libcublas.so.13", "cublasDtrmm_v2"} <= calls, c.forbidden
 
 
 def test_a_thrust_algorithm_is_forbidden(compiled):
