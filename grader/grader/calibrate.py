@@ -59,9 +59,8 @@ def measure(task: tasks.Task, info: GpuInfo, say=print) -> list:
         out = []
         for g in task.graded:
             c = g.case
-            plan = work / f"timed-{c.id}.plan"  # the judge draws the inputs' seeds itself
-            plan.write_text(protocol.plan_line("timed", c.id, c.seed, c.tol, c.reference, c.params,
-                                               warmup=g.warmup, runs=g.runs) + "\n")
+            plan = protocol.plan_line("timed", c.id, c.seed, c.tol, c.reference, c.params,  # the judge draws
+                                      warmup=g.warmup, runs=g.runs) + "\n"                  # the seeds itself
             routes = grade._baselines(task, work, info.arch, plan, c.id, g.warmup)
             units = task.work(c.params)
             rates = {name: units / (t.median_ms / 1e3) for name, t in routes}

@@ -165,9 +165,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int]) -> lis
     attempt = 0
     while pending:
         attempt += 1
-        plan = work / f"correctness{attempt}.plan"
-        protocol.write_fresh(plan, "".join(protocol.plan_line("case", c.id, c.seed, c.tol, c.reference, c.params) + "\n"
-                                           for c in pending))
+        plan = "".join(protocol.plan_line("case", c.id, c.seed, c.tol, c.reference, c.params) + "\n" for c in pending)
         s = _session(task, work, arch, plan, f"correctness{attempt}", task.timeouts["case"], len(pending), secret)
         for r in s.records:
             if r.get("event") == "done":
@@ -213,7 +211,7 @@ _RUNNER_ENDED = ("launch_error", "runtime_error", "runner_gone")
 """The judge's records that end its session early: the runner faulted or went."""
 
 
-def _session(task: Task, work: Path, arch: str, plan: Path, label: str, case_limit: float, ncases: int,
+def _session(task: Task, work: Path, arch: str, plan: str, label: str, case_limit: float, ncases: int,
              secret: Optional[int]) -> judged.Session:
     """The judge and the student's runner on `plan`; stopped when any one case runs longer than
     case_limit seconds. A failing judge is the kit's problem, not the student's: KitError."""
@@ -390,10 +388,8 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
     g = graded.case
     line = protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params,
                               warmup=graded.warmup, runs=graded.runs)
-    plan = work / f"timed-{g.id}.plan"
-    protocol.write_fresh(plan, line + "\n")
     limit = task.timeouts["timed"]
-    s = _session(task, work, gpu.arch, plan, f"timed-{g.id}", limit, 1, secret)
+    s = _session(task, work, gpu.arch, line + "\n", f"timed-{g.id}", limit, 1, secret)
     timed = next((r for r in s.records if r.get("event") == "timed"), None)
     if s.timed_out:
         return _perf_fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {limit} s")
@@ -422,7 +418,7 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
                        gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
                        baseline_name=task.data["performance"].get("baseline", ""))
 
-    for name, timing in _baselines(task, work, gpu.arch, plan, g.id, graded.warmup):
+    for name, timing in _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup):
         perf.baselines.append(Baseline(name, work_units / (timing.median_ms / 1e3), timing))
     primary = next((b for b in perf.baselines if b.name == perf.baseline_name), None)
     if primary:
@@ -466,7 +462,7 @@ def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
     return None
 
 
-def _baselines(task: Task, work: Path, arch: str, plan: Path, case_id: str, warmup: int) -> list:
+def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmup: int) -> list:
     """(library route, Timing) for every route, each served by the checker and timed by the judge
     exactly as the student's code is."""
     checker = build.checker_path(task, arch)

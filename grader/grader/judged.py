@@ -69,22 +69,26 @@ the case limit, which is the runner's, does not run then; JUDGE_LIMIT does."""
 JUDGE_LIMIT = 1800.0
 
 
-def run(checker: Path, plan: Path, runner_cmd: list, work: Path, label: str, case_limit: float, total_limit: float,
+def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case_limit: float, total_limit: float,
         view: Optional[str] = "run", read_only: tuple = (), judge_args: tuple = ()) -> Session:
-    """Judges `runner_cmd` (which gets the socket's descriptor number as its last argument) on `plan`.
+    """Judges `runner_cmd` (which gets the socket's descriptor number as its last argument) on the
+    plan lines `plan`, which reach the judge through its standard input (a copy is kept in
+    work/LABEL.plan, for reading only: a runner can write there).
     The grader stops both when the runner holds a case for `case_limit` seconds with no record, or
     after `total_limit` (the judge's own work between "done" and "checked" counted in neither)."""
     sandbox.seal()
     s = Session()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     rfd, wfd = os.pipe()
-    cmd = [str(checker), "judge", str(plan), "--socket", str(mine.fileno()), "--results", str(wfd),
+    protocol.write_fresh(work / f"{label}.plan", plan)
+    cmd = [str(checker), "judge", "-", "--socket", str(mine.fileno()), "--results", str(wfd),
            "--forbid", ",".join(jail.FORBIDDEN_LIBS), *judge_args]
     judge = runner = None
     lines = _Lines(rfd)
     try:
         try:
-            judge = sandbox.Proc(cmd, work, work / f"{label}-judge.log", pass_fds=(mine.fileno(), wfd))
+            judge = sandbox.Proc(cmd, work, work / f"{label}-judge.log", pass_fds=(mine.fileno(), wfd),
+                                 stdin=plan.encode())
         finally:
             mine.close()
             os.close(wfd)

@@ -89,10 +89,10 @@ class Proc:
     """A program started in its own process group, with stdout and stderr into `log`; with a `view`
     (it holds student code: "compile", "run" or "sanitize") and a jail set by confine(), inside that
     jail, with cwd as its only writable folder and `read_only` files added to its view. `pass_fds`
-    are handed to it open (the judge's socket)."""
+    are handed to it open (the judge's socket); `stdin`, if given, is written to its standard input."""
 
     def __init__(self, cmd: list, cwd: Path, log: Path, env: dict = None, view: Optional[str] = None,
-                 read_only: tuple = (), pass_fds: tuple = ()):
+                 read_only: tuple = (), pass_fds: tuple = (), stdin: Optional[bytes] = None):
         self.jail = _JAIL if view else None
         self.cwd = Path(cwd)
         self.group = None
@@ -109,8 +109,15 @@ class Proc:
         try:
             with open(log, "wb") as out:
                 self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, env=env, pass_fds=pass_fds,
+                                             stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, env=env,
+                                             pass_fds=pass_fds,
                                              preexec_fn=_setup(self.group, self.jail.limits if self.jail else None))
+            if stdin is not None:
+                try:
+                    self.proc.stdin.write(stdin)
+                    self.proc.stdin.close()
+                except BrokenPipeError:
+                    pass
         except BaseException:
             if self.group is not None:
                 self.group.close()

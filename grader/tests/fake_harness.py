@@ -27,8 +27,9 @@ def records(name):
 
 
 def planned(plan):
+    text = sys.stdin.read() if plan == "-" else Path(plan).read_text()
     return [(line.split()[0], dict(w.split("=", 1) for w in line.split()[1:])["id"])
-            for line in Path(plan).read_text().splitlines() if line.strip()]
+            for line in text.splitlines() if line.strip()]
 
 
 def runner(fd):
@@ -43,17 +44,18 @@ def judge(plan, sock, out, baseline):
         out.write(json.dumps(rec) + "\n")
         out.flush()
 
+    plan = planned(plan)
     emit({"event": "ready"})
     s = socket.socket(fileno=sock)
     if s.recv(64) != b"hello":
-        emit({"event": "start", "case": planned(plan)[0][1]})
-        emit({"event": "runner_gone", "case": planned(plan)[0][1], "message": "the other side has gone"})
+        emit({"event": "start", "case": plan[0][1]})
+        emit({"event": "runner_gone", "case": plan[0][1], "message": "the other side has gone"})
         return
     if baseline:
         for rec in records("baseline.jsonl"):
             emit(rec)
         return
-    for kind, case in planned(plan):
+    for kind, case in plan:
         if kind == "timed":
             for rec in records("timed.jsonl") + records("check-timed.jsonl"):
                 emit(rec)

@@ -60,10 +60,9 @@ def fake_kit(monkeypatch, tmp_path):
     """Replaces the nvcc builds and the harness with the replaying fake; returns the calls made."""
     calls = {"gpu": [], "build": []}
     checker = tmp_path / "fake-checker"
-    # The checker finds the scenario beside its plan (the submission's work folder).
+    # The checker finds the scenario in the folder it runs in (the submission's work folder).
     checker.write_text("#!/bin/sh\n"
-                       "for a in \"$@\"; do case \"$a\" in *.plan) d=$(dirname \"$a\");; esac; done\n"
-                       f"KIT_FAKE_FIXTURE={SCENARIOS}/$(cat \"$d/scenario\")\n"
+                       f"KIT_FAKE_FIXTURE={SCENARIOS}/$(cat \"$PWD/scenario\")\n"
                        "export KIT_FAKE_FIXTURE\n"
                        f"exec {sys.executable} {FAKE} checker \"$@\"\n")
     checker.chmod(0o755)

@@ -73,7 +73,7 @@ import json, sys
 from pathlib import Path
 from grader import judged
 a = json.loads(sys.argv[1])
-s = judged.run(Path(a["checker"]), Path(a["plan"]), [a["runner"]], Path(a["work"]), "session", 20, 120,
+s = judged.run(Path(a["checker"]), a["plan"], [a["runner"]], Path(a["work"]), "session", 20, 120,
                view=None, judge_args=tuple(a["judge_args"]))
 print(json.dumps({"records": s.records, "timed_out": s.timed_out,
                   "runner": s.runner.returncode if s.runner else None, "judge": s.judge.returncode if s.judge else None,
@@ -85,8 +85,7 @@ def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), en
     """One judged session of fixture `name`, in a fresh work folder; as nobody where the test is root."""
     work = Path(tempfile.mkdtemp(prefix=f"kit-protocol-{name}-"))
     os.chmod(work, 0o777)
-    (work / "session.plan").write_text(plan)
-    args = {"checker": str(kit["checker"]), "plan": str(work / "session.plan"), "runner": str(kit["runners"][name]),
+    args = {"checker": str(kit["checker"]), "plan": plan, "runner": str(kit["runners"][name]),
             "work": str(work), "judge_args": ["--memory", "host", *extra]}
     drop = None
     if os.geteuid() == 0:
@@ -213,8 +212,7 @@ def test_a_runner_in_the_jail_is_judged_across_its_namespaces(kit):
         work = root / "0000-alice-scale"
         work.mkdir()
         shutil.copy(kit["runners"]["honest"], work / "runner")
-        (work / "session.plan").write_text(CORRECTNESS + TIMED)
-        s = judged.run(kit["checker"], work / "session.plan", [str(work / "runner")], work, "session", 20, 120,
+        s = judged.run(kit["checker"], CORRECTNESS + TIMED, [str(work / "runner")], work, "session", 20, 120,
                        view="run", read_only=(work / "runner",), judge_args=("--memory", "host"))
     finally:
         sandbox.confine(None)
@@ -224,3 +222,12 @@ def test_a_runner_in_the_jail_is_judged_across_its_namespaces(kit):
     assert events(out, "check") and all(c["pass"] for c in events(out, "check"))
     assert all(t >= 20 for t in events(out, "timed", "big")[0]["times_ms"])
     assert not events(out, "forbidden_library")
+
+
+def test_a_plan_rewritten_by_the_runner_changes_nothing_the_judge_reads_the_graders_own(kit):
+    out = judge(kit, "replan", plan=TIMED)
+    assert "n=16" in (out["work"] / "session.plan").read_text()  # the copy on disk was rewritten
+    timed = events(out, "timed", "big")[0]
+    assert len(timed["times_ms"]) == 3
+    whole = [c for c in events(out, "check", "big") if c["compared"] == 65536]
+    assert len(whole) == 1 and whole[0]["pass"]

@@ -198,7 +198,7 @@ struct ProblemRegistration {
 
 // ---------------------------------------------------------------------------------------------
 // Shared machinery (harness/src/common.cu).
-std::vector<Case> read_plan(const std::string& path);
+std::vector<Case> read_plan(const std::string& path);  // "-": standard input
 // One plan line ("case id=... k=v ..."); `where` names it in errors.
 Case parse_case(const std::string& line, const std::string& where);
 // A case as a plan line without its seed, its tolerance or whether it is timed: what the judge tells

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -69,7 +70,9 @@ Case parse_case(const std::string& line, const std::string& where) {
 }
 
 std::vector<Case> read_plan(const std::string& path) {
-    std::ifstream in(path);
+    std::ifstream file;
+    if (path != "-") file.open(path);
+    std::istream& in = path == "-" ? std::cin : file;
     if (!in) throw std::runtime_error("cannot read plan file " + path);
     std::vector<Case> cases;
     std::string line;

@@ -3,6 +3,9 @@
 //   checker judge PLAN --socket FD --results FD [--memory host] [--baseline] [--secret S]
 //                 [--record-seeds] [--forbid libcublas,libcufft,...]
 //
+// PLAN is "-" in a grading: the grader writes it to the judge's standard input, so that no file a
+// runner (or something it left running) could rewrite stands between the grader and the judge.
+//
 // For each case of PLAN the judge allocates the arrays and maps them into the runner
 // (shared_arrays.h), then for every call:
 //   1. fills the inputs from a seed it has just drawn from the kernel's random source, poisons the
@@ -17,7 +20,10 @@
 //   4. after the timed runs, recomputes the truth of every run from its seed and compares.
 // The cost of step 3 alone (the judge's read of 4096 elements per output, ~10 us) is measured before
 // any runner exists, as the least of 25 tries, and taken off every timed run: a runner cannot make
-// that measurement larger, so the time reported is never below the time its work took.
+// that measurement larger, so the time reported is never below the time its work took. (One thing
+// a runner can save: the few microseconds of its own launch, with a kernel left resident that polls
+// the inputs; the judge's inputs are complete only once its L2 flush has run, just before its clock
+// starts, so that kernel gains no more than that gap.)
 // Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
 #include <dirent.h>
 #include <unistd.h>
