@@ -69,7 +69,7 @@ handouts dist:
 # library server) and the runner's problem object, linked with a student's kernel.o and the runner's
 # library (librunner.a) at grading time.
 RUNNER_PARTS := common wire shared_arrays serve runner
-CHECKER_PARTS := common wire shared_arrays serve check truth judge checker
+CHECKER_PARTS := common wire shared_arrays serve check truth hand judge checker
 
 harness: $(foreach a,$(A),$(BUILD)/$(a)/checker $(BUILD)/$(a)/problem_runner.o) \
          $(BUILD)/harness/librunner.a $(BUILD)/harness/gpu_probe

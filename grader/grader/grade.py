@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import build, jail, judged, protocol, sandbox, score, workdir
+from . import build, judged, protocol, sandbox, score, workdir
+from .sanitize import sanitize
 from .gpu import NoGpu, peak
 from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
 from .tasks import Case, Task, describe
@@ -175,7 +176,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int]) -> lis
                 checks.setdefault(r.get("case"), []).append(r)
         started = [r["case"] for r in s.records if r.get("event") == "start"]
         current = started[-1] if started and started[-1] not in verdicts else None
-        finished = not any(r.get("event") in _RUNNER_ENDED for r in s.records)
+        finished = not s.ended_early()
         if finished and not s.timed_out and all(c.id in verdicts for c in pending):
             break
         if s.runner is not None and s.runner.returncode == protocol.EXIT_NO_GPU:
@@ -190,7 +191,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int]) -> lis
             for later in ids[ids.index(current) + 1:]:
                 verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case timed out")
             break
-        verdicts[current] = _fault(s, current)
+        verdicts[current] = s.fault(current)
         pending = [c for c in pending[ids.index(current) + 1:]]
 
     out = []
@@ -205,10 +206,6 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int]) -> lis
 
 class Forbidden(Exception):
     """The runner's process loaded a library the assignment forbids."""
-
-
-_RUNNER_ENDED = ("launch_error", "runtime_error", "runner_gone")
-"""The judge's records that end its session early: the runner faulted or went."""
 
 
 def _session(task: Task, work: Path, arch: str, plan: str, label: str, case_limit: float, ncases: int,
@@ -230,30 +227,6 @@ def _judge_failed(task: Task, s: judged.Session) -> None:
     if s.judge is None or s.timed_out or s.judge.returncode in (0, -9):
         return
     raise build.KitError(f"the {task.name} judge failed (exit {s.judge.returncode}):\n{s.judge.output}")
-
-
-def _fault(s: judged.Session, case_id: str) -> tuple:
-    run = s.runner
-    if run is not None and run.stopped_for:
-        return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
-    for r in s.records:
-        if r.get("case") == case_id and r.get("event") in ("launch_error", "runtime_error"):
-            verdict = Verdict.LAUNCH_ERROR if r["event"] == "launch_error" else Verdict.RUNTIME_ERROR
-            what = f"{r.get('cuda_error')} ({r.get('message')})"
-            if verdict == Verdict.LAUNCH_ERROR:
-                return verdict, f"a kernel launch (or CUDA call) was refused: {what}; nothing ran"
-            return verdict, f"the kernel faulted: {what}"
-    if run is None:
-        return Verdict.RUNTIME_ERROR, "the program did not start"
-    if run.returncode < 0:
-        return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
-    gone = next((r for r in s.records if r.get("event") == "runner_gone"), {})
-    if gone and "gone" not in gone.get("message", ""):
-        return Verdict.RUNTIME_ERROR, f"the program broke the judge's protocol ({gone['message']})"
-    last = (run.output.strip().splitlines() or [""])[-1][:200]
-    if run.returncode == 0:
-        return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
-    return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
 
 
 def _judge(task: Task, case: Case, records: list, seconds) -> CaseResult:
@@ -305,67 +278,6 @@ def explain(rec: dict, tol: float) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# compute-sanitizer, on a small case, for the tasks that ask for it.
-
-def sanitize(task: Task, work: Path, result: GradeResult) -> None:
-    """Runs the runner alone (its own arrays, one call per case) under each tool; a race is a verdict
-    of its own even when the output was right, a memory error is a runtime error, and so is a run
-    that does not end cleanly (a submission could kill the tool to hide what it found). Where
-    compute-sanitizer is missing, says so. Nothing of this run is timed or compared."""
-    case, tools = task.sanitize
-    exe = jail.sanitizer_executable()
-    if not exe:
-        result.sanitizer_note = f"{', '.join(tools)} not run: compute-sanitizer is not on PATH"
-        return
-    plan = work / "sanitize.plan"
-    seed = protocol.case_seed(case.seed, protocol.new_secret(), salt=2)
-    protocol.write_fresh(plan, protocol.plan_line("case", case.id, seed, case.tol, "cpu", case.params) + "\n")
-    for tool in tools:
-        log = work / f"sanitize-{tool}.log"
-        limit = task.timeouts.get("sanitize", 600)
-        run = sandbox.run([exe, "--tool", tool, "--error-exitcode", str(_SANITIZER_FOUND), "--print-limit", "10",
-                           "--log-file", str(log), str(work / "runner"), "--alone", str(plan)],
-                          work, work / f"sanitize-{tool}.out", timeout=limit, view="sanitize", read_only=(work / "runner",))
-        what = f"{tool} ({case.describe()})"
-        if run.timed_out:
-            result.verdict, result.message = Verdict.TIMEOUT, f"under compute-sanitizer {what}: did not finish within {limit} s"
-            return
-        text = sandbox.tail(log, 20000)
-        if run.returncode not in (0, _SANITIZER_FOUND):
-            why = run.stopped_for or (f"killed by signal {-run.returncode}" if run.returncode < 0 else f"exit {run.returncode}")
-            result.verdict, result.message = (Verdict.RUNTIME_ERROR,
-                                              f"under compute-sanitizer {what}, the program did not end cleanly ({why})")
-            return
-        if run.returncode == _SANITIZER_FOUND or (tool == "racecheck" and _race_reported(text)):
-            first = _first_finding(text)
-            # Every case passed, so the correctness share stays; there are no performance points.
-            if tool == "racecheck":
-                result.verdict, result.message = Verdict.RACE, f"compute-sanitizer racecheck found a data race: {first}"
-            else:
-                result.verdict, result.message = Verdict.RUNTIME_ERROR, f"compute-sanitizer {tool} found an error: {first}"
-            return
-        result.sanitizer_note += f"{what}: clean. "
-    result.sanitizer_note = result.sanitizer_note.strip()
-
-
-_SANITIZER_FOUND = 86
-
-
-def _race_reported(log: str) -> bool:
-    """racecheck reports some hazards as warnings, which do not set the error exit code."""
-    m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed", log)
-    return "Race reported" in log or bool(m and int(m.group(1)) > 0)
-
-
-def _first_finding(log: str) -> str:
-    for line in log.splitlines():
-        text = line.strip("= ").strip()
-        if text.startswith(("Error", "Race", "Invalid", "Warning")) or "hazard" in text.lower():
-            return text[:300]
-    return (log.strip().splitlines() or ["(no details)"])[-1][:300]
-
-
-# ---------------------------------------------------------------------------------------------
 # Performance.
 
 def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult) -> None:
@@ -393,8 +305,8 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
     timed = next((r for r in s.records if r.get("event") == "timed"), None)
     if s.timed_out:
         return _perf_fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {limit} s")
-    if timed is None or any(r.get("event") in _RUNNER_ENDED for r in s.records):
-        v, msg = _fault(s, g.id)
+    if timed is None or s.ended_early():
+        v, msg = s.fault(g.id)
         return _perf_fail(result, v, f"in the timed runs: {msg}")
 
     checks = {g.id: [r for r in s.records if r.get("event") == "check" and r.get("case") == g.id]}
@@ -472,7 +384,7 @@ def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmu
     _judge_failed(task, s)
     routes = [(r["library"], Timing([float(t) for t in r["times_ms"]], warmup))
               for r in s.records if r.get("event") == "baseline"]
-    if s.timed_out or not routes or any(r.get("event") in _RUNNER_ENDED for r in s.records):
+    if s.timed_out or not routes or s.ended_early():
         log = sandbox.tail(work / f"baseline-{case_id}.log")
         raise build.KitError(f"timing the {task.name} baseline failed:\n{log}")
     return routes

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import jail, protocol, sandbox
+from .results import Verdict
 
 
 @dataclass
@@ -30,6 +31,33 @@ class Session:
     """How the judge ended; a judge that fails is the kit's problem, never the student's."""
     timed_out: bool = False
     """The grader stopped both: a call ran past the case limit, or the whole past its limit."""
+
+    def ended_early(self) -> bool:
+        """The runner faulted or went before the judge was done with it."""
+        return any(r.get("event") in ("launch_error", "runtime_error", "runner_gone") for r in self.records)
+
+    def fault(self, case_id: str) -> tuple:
+        """(verdict, message) for a runner that ended early in case `case_id`."""
+        run = self.runner
+        if run is not None and run.stopped_for:
+            return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
+        for r in self.records:
+            if r.get("case") == case_id and r.get("event") in ("launch_error", "runtime_error"):
+                what = f"{r.get('cuda_error')} ({r.get('message')})"
+                if r["event"] == "launch_error":
+                    return Verdict.LAUNCH_ERROR, f"a kernel launch (or CUDA call) was refused: {what}; nothing ran"
+                return Verdict.RUNTIME_ERROR, f"the kernel faulted: {what}"
+        gone = next((r for r in self.records if r.get("event") == "runner_gone"), {})
+        if gone and "gone" not in gone.get("message", ""):
+            return Verdict.RUNTIME_ERROR, f"the program broke the judge's protocol ({gone['message']})"
+        if run is None:
+            return Verdict.RUNTIME_ERROR, "the program did not start"
+        if run.returncode < 0:
+            return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
+        if run.returncode == 0:
+            return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
+        last = (run.output.strip().splitlines() or [""])[-1][:200]
+        return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
 
 
 class _Lines:

@@ -187,6 +187,8 @@ def test_a_runner_that_writes_into_the_judges_socket_ends_its_session_as_a_broke
     gone = events(out, "runner_gone")
     assert gone and "malformed" in gone[0]["message"]
     assert not events(out, "timed")
+    verdict, message = judged.Session(records=out["records"], runner=sandbox.Run(out["runner"], False, 0, "")).fault("small")
+    assert verdict.value == "runtime_error" and "broke the judge's protocol" in message
 
 
 def test_a_library_loaded_at_run_time_by_a_forbidden_name_is_reported_naming_it(kit):

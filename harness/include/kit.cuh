@@ -4,7 +4,7 @@
 //   runner  = harness/src/{common,wire,shared_arrays,serve,runner}.cu + assignments/<name>/problem.cu
 //             (-DKIT_RUNNER) + the student's kernel.o. It holds the student's code and does one thing:
 //             call the entry point on the arrays it is given, when it is told to.
-//   checker = harness/src/{common,wire,shared_arrays,serve,check,truth,judge,checker}.cu + problem.cu
+//   checker = harness/src/{common,wire,shared_arrays,serve,check,truth,hand,judge,checker}.cu + problem.cu
 //             + cuBLAS/CUB. It holds no student code. As the judge it allocates each case's arrays and
 //             shares them with the runner, fills the inputs from seeds it draws itself, rings the
 //             runner, takes the outputs in hand itself (the clock stops only then), computes the truth

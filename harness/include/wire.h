@@ -96,5 +96,9 @@ double clock_ms();
 // The shared libraries mapped into process `pid`, as paths (from /proc/PID/maps); `ok` false when
 // the map could not be read.
 std::vector<std::string> mapped_libraries(int pid, bool& ok);
+// The first library whose file name starts with one of `prefixes`, mapped into process `pid` or into
+// another process of its session (what it started); "" when there is none. A runner whose map cannot
+// be read (it made itself unreadable) gets a name that says so.
+std::string forbidden_library(int pid, const std::vector<std::string>& prefixes);
 
 }  // namespace kit::wire

@@ -25,13 +25,13 @@
 // the inputs; the judge's inputs are complete only once its L2 flush has run, just before its clock
 // starts, so that kernel gains no more than that gap.)
 // Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "hand.h"
 #include "judge.h"
 #include "truth.h"
 #include "wire.h"
@@ -42,7 +42,6 @@ namespace {
 
 using wire::Kind;
 using wire::Message;
-using Positions = std::vector<std::vector<size_t>>;
 
 // The runner's fault, as it reported it: ends the judge's session after it is written down.
 struct RunnerFault {
@@ -58,81 +57,6 @@ public:
 private:
     bool fixed_;
     uint64_t secret_, n_ = 0;
-};
-
-// The judge's hand: what it reads of a timed run's outputs, at the positions it has drawn.
-// On the GPU, positions go up before the clock starts; the gather writes straight into mapped
-// pinned memory, so taking the outputs in hand is one launch per output and one wait.
-class Hand {
-public:
-    Hand(const Arrays& a, Memory m) : arrays_(a), memory_(m), pos_(a.specs.size()), dpos_(a.specs.size()),
-                                      hbuf_(a.specs.size()), dbuf_(a.specs.size()) {
-        if (memory_ != Memory::device) return;
-        for (size_t i = 0; i < a.specs.size(); ++i) {
-            const ArraySpec& s = a.specs[i];
-            if (!is_output(s)) continue;
-            CUDA_CHECK(cudaSetDevice(s.device));
-            CUDA_CHECK(cudaMalloc(&dpos_[i], kProbeCount * sizeof(size_t)));
-            CUDA_CHECK(cudaHostAlloc(&hbuf_[i], kProbeCount * dtype_size(s.dtype), cudaHostAllocMapped | cudaHostAllocPortable));
-            CUDA_CHECK(cudaHostGetDevicePointer(&dbuf_[i], hbuf_[i], 0));
-        }
-        CUDA_CHECK(cudaSetDevice(0));
-    }
-    ~Hand() {
-        for (size_t i = 0; i < dpos_.size(); ++i) {
-            if (dpos_[i]) cudaFree(dpos_[i]);
-            if (hbuf_[i]) cudaFreeHost(hbuf_[i]);
-        }
-    }
-    Hand(const Hand&) = delete;
-    Hand& operator=(const Hand&) = delete;
-
-    // Untimed: where the next take() reads.
-    void aim(const Positions& p) {
-        pos_ = p;
-        if (memory_ != Memory::device) return;
-        for (size_t i = 0; i < p.size(); ++i)
-            if (dpos_[i] && !p[i].empty())
-                CUDA_CHECK(cudaMemcpy(dpos_[i], p[i].data(), p[i].size() * sizeof(size_t), cudaMemcpyHostToDevice));
-    }
-    // Timed: returns with the values at the aimed positions in the judge's memory.
-    void take() {
-        if (memory_ == Memory::host) {
-            for (size_t i = 0; i < pos_.size(); ++i) {
-                const size_t es = dtype_size(arrays_.specs[i].dtype);
-                held_.resize(pos_.size());
-                held_[i].resize(pos_[i].size() * es);
-                for (size_t j = 0; j < pos_[i].size(); ++j)
-                    std::memcpy(&held_[i][j * es], (const char*)arrays_.ptrs[i] + pos_[i][j] * es, es);
-            }
-            return;
-        }
-        for (size_t i = 0; i < pos_.size(); ++i) {
-            if (!dpos_[i] || pos_[i].empty()) continue;
-            CUDA_CHECK(cudaSetDevice(arrays_.specs[i].device));
-            gather_async(arrays_.specs[i], arrays_.ptrs[i], dpos_[i], pos_[i].size(), dbuf_[i]);
-        }
-        if (DeviceFault f = settle()) throw std::runtime_error(std::string("the judge's read failed: ") + cudaGetErrorString(f.err));
-    }
-    // Untimed: the values of the last take(), per array.
-    std::vector<std::vector<unsigned char>> values() const {
-        if (memory_ == Memory::host) return held_;
-        std::vector<std::vector<unsigned char>> v(pos_.size());
-        for (size_t i = 0; i < pos_.size(); ++i)
-            if (hbuf_[i]) {
-                const size_t bytes = pos_[i].size() * dtype_size(arrays_.specs[i].dtype);
-                v[i].assign((const unsigned char*)hbuf_[i], (const unsigned char*)hbuf_[i] + bytes);
-            }
-        return v;
-    }
-
-private:
-    const Arrays& arrays_;
-    Memory memory_;
-    Positions pos_;
-    std::vector<size_t*> dpos_;
-    std::vector<void*> hbuf_, dbuf_;
-    std::vector<std::vector<unsigned char>> held_;
 };
 
 class Judge {
@@ -339,51 +263,12 @@ private:
             out_.begin().field("event", "seed").field("case", c.id).field("run", run).field("seed", std::to_string(seed)).end();
     }
 
-    // The runner's processes (its session), each one's mapped libraries against the forbidden list.
+    // The runner's processes, each one's mapped libraries against the forbidden list.
     void look_for_libraries(const Case& c) {
-        for (int pid : session_of(runner_pid_)) {
-            bool ok = false;
-            std::vector<std::string> libs = wire::mapped_libraries(pid, ok);
-            if (!ok && pid == runner_pid_ && access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0) {
-                out_.begin().field("event", "forbidden_library").field("case", c.id)
-                    .field("library", "(unknown: the runner made its memory map unreadable)").end();
-                throw Stop{};
-            }
-            for (const std::string& path : libs) {
-                std::string base = path.substr(path.rfind('/') + 1);
-                for (const std::string& f : o_.forbidden)
-                    if (!f.empty() && base.compare(0, f.size(), f) == 0) {
-                        out_.begin().field("event", "forbidden_library").field("case", c.id).field("library", base).end();
-                        throw Stop{};
-                    }
-            }
-        }
-    }
-
-    static std::vector<int> session_of(int pid) {
-        std::vector<int> pids{pid};
-        long sid = session_id(pid);
-        if (sid <= 0) return pids;
-        DIR* d = opendir("/proc");
-        if (!d) return pids;
-        while (dirent* e = readdir(d)) {
-            int other = std::atoi(e->d_name);
-            if (other > 0 && other != pid && session_id(other) == sid) pids.push_back(other);
-        }
-        closedir(d);
-        return pids;
-    }
-
-    static long session_id(int pid) {
-        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-        std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        size_t close_paren = s.rfind(')');
-        if (close_paren == std::string::npos) return -1;
-        std::istringstream rest(s.substr(close_paren + 1));
-        std::string state;
-        long ppid, pgrp, sid;
-        if (!(rest >> state >> ppid >> pgrp >> sid)) return -1;
-        return sid;
+        std::string bad = wire::forbidden_library(runner_pid_, o_.forbidden);
+        if (bad.empty()) return;
+        out_.begin().field("event", "forbidden_library").field("case", c.id).field("library", bad).end();
+        throw Stop{};
     }
 
 public:

@@ -1,4 +1,6 @@
 // wire.cu: the judge's and the runner's channel (see wire.h). Host code only.
+#include <dirent.h>
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -195,6 +197,51 @@ std::vector<std::string> mapped_libraries(int pid, bool& ok) {
         if (path.find(".so") != std::string::npos) found.insert(path);
     }
     return {found.begin(), found.end()};
+}
+
+namespace {
+
+long session_id(int pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t close_paren = s.rfind(')');
+    if (close_paren == std::string::npos) return -1;
+    std::istringstream rest(s.substr(close_paren + 1));
+    std::string state;
+    long ppid, pgrp, sid;
+    if (!(rest >> state >> ppid >> pgrp >> sid)) return -1;
+    return sid;
+}
+
+std::vector<int> session_of(int pid) {
+    std::vector<int> pids{pid};
+    long sid = session_id(pid);
+    if (sid <= 0) return pids;
+    DIR* d = opendir("/proc");
+    if (!d) return pids;
+    while (dirent* e = readdir(d)) {
+        int other = std::atoi(e->d_name);
+        if (other > 0 && other != pid && session_id(other) == sid) pids.push_back(other);
+    }
+    closedir(d);
+    return pids;
+}
+
+}  // namespace
+
+std::string forbidden_library(int pid, const std::vector<std::string>& prefixes) {
+    for (int p : session_of(pid)) {
+        bool ok = false;
+        std::vector<std::string> libs = mapped_libraries(p, ok);
+        if (!ok && p == pid && access(("/proc/" + std::to_string(p)).c_str(), F_OK) == 0)
+            return "(unknown: the runner made its memory map unreadable)";
+        for (const std::string& path : libs) {
+            std::string base = path.substr(path.rfind('/') + 1);
+            for (const std::string& f : prefixes)
+                if (!f.empty() && base.compare(0, f.size(), f) == 0) return base;
+        }
+    }
+    return "";
 }
 
 }  // namespace kit::wire
