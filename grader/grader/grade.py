@@ -328,7 +328,8 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
     nbytes = task.bytes(g.params, returned)
     perf = Performance(g.id, g.params, task.metric, timing, rate,
                        gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
-                       baseline_name=task.data["performance"].get("baseline", ""))
+                       baseline_name=task.data["performance"].get("baseline", ""),
+                       judge_read_ms=timed.get("hand_ms"))
 
     for name, timing in _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup):
         perf.baselines.append(Baseline(name, work_units / (timing.median_ms / 1e3), timing))

@@ -109,6 +109,9 @@ class Performance:
     points: float = 0.0
     """Performance points earned by this graded case, out of all of them (the task's score averages
     them over its graded cases)."""
+    judge_read_ms: Optional[float] = None
+    """What the judge's own read of the outputs costs (measured before the runner started), taken off
+    every timed run."""
 
 
 @dataclass
