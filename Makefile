@@ -49,14 +49,16 @@ slides-bench:
 	$(MAKE) -C slides_examples bench
 
 # TAs: every student entry in SUBMISSIONS graded (see README, "TAs"). OUT (default grades/batch),
-# JOBS (parallel builds), REGRADE (students graded again), A (only these assignments),
+# JOBS (parallel builds), REGRADE (students graded again), A (only these assignments), SIMILARITY=1
+# (a code-similarity report after the grading: needs copydetect),
 # BATCH_FLAGS (more options of `python3 -m grader batch --help`). OUT is read from the command line
 # only, never from the environment.
 .PHONY: batch
 batch:
 	@$(if $(SUBMISSIONS),,$(error make batch needs SUBMISSIONS=folder with one entry per student))$(GRADER) batch $(SUBMISSIONS) \
 		$(if $(filter command line,$(origin OUT)),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
-		$(if $(filter command line,$(origin A)),--assignments $(A)) $(if $(REGRADE),--regrade $(REGRADE)) $(BATCH_FLAGS)
+		$(if $(filter command line,$(origin A)),--assignments $(A)) $(if $(REGRADE),--regrade $(REGRADE)) \
+		$(if $(filter 1 yes true,$(SIMILARITY)),--similarity) $(BATCH_FLAGS)
 
 # Instructors: the handouts (build/handouts/) and the student kit (build/dist/cuda-kit-student.tar.gz),
 # with a Python that has Jinja2 (tools/handouts_env.sh sets one up) and Chromium for the PDFs.

@@ -38,7 +38,7 @@ install chromium chromium || missing chromium "the handouts' browser and PDF tes
 install bubblewrap bwrap || missing bubblewrap "the jail's tests"
 
 # --- Python: the system's pytest and handout tools if it has them, else a virtual environment ---
-need="import pytest, jinja2, markdown, pypdf"
+need="import pytest, jinja2, markdown, pypdf, copydetect"
 if python3 -c "$need" 2>/dev/null; then
     py=python3
 else

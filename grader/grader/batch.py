@@ -15,9 +15,12 @@ Under --out (default grades/batch):
                                  reference and the library on this GPU (an SVG plot)
   gradescope/<student>/results.json
   reference/<a>.json             the reference solution graded once on this GPU (for the plots)
+  sources/<student>/<a>.cu       the file graded, as it was (archives' files included)
   state.json                     what is graded: (student, assignment, file hash); a batch run again
                                  skips those unless --regrade names the student or --regrade-all
   summary.md, summary.json       every entry's verdicts, what was not gradeable, the stage times
+  similarity/<a>.html            with --similarity: pairs of submissions that share code, with each
+                                 other, the reference or the lecture's examples (similarity.py)
 Everything is written as each submission finishes, each file whole or not at all.
 """
 from __future__ import annotations
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import build, gpu as gpu_mod, grade, gradescope, jail, sandbox, submissions, tasks, workdir
+from . import build, gpu as gpu_mod, grade, gradescope, jail, sandbox, similarity, submissions, tasks, workdir
 from .limits import Limits
 from .gpu import NoGpu
 from .report import atomic_write
@@ -101,12 +104,18 @@ def main(args) -> int:
         raise tasks.TaskError(f"{opts.submissions} is not a folder of submissions")
     if opts.isolation:
         jail.find(tasks.ROOT / "harness" / "include")  # no jail, no grading: say so before anything else
+    similar = getattr(args, "similarity", False)
+    if similar:
+        similarity.require()  # likewise: a report that cannot be made is said before the grading
     info = gpu_mod.detect()
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a TERM stops it like Ctrl-C: what finished is kept
     try:
-        return Batch(opts, info).run()
+        rc = Batch(opts, info).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if similar:
+        similarity.report(opts.out, getattr(args, "threshold", None) or similarity.THRESHOLD)
+    return rc
 
 
 def _interrupt(signum, frame):
@@ -393,6 +402,10 @@ class Batch:
             "timed_runs": [g.runs for g in task.graded],
         }
         rec["isolation"] = self.isolation
+        try:  # what was graded, kept: an archive's files are gone once the batch ends
+            atomic_write(self.out / "sources" / e.student / f"{a}.cu", job.src.read_text(errors="replace"))
+        except OSError:
+            pass
         gradescope.write_json(rec, rec_path)
         with self.lock:
             skipped = self.state.setdefault("skipped", {})

@@ -58,6 +58,13 @@ def main(argv=None) -> int:
                                                                 "files and network (debugging the kit only)")
     b.add_argument("--memory-gib", type=float, default=16, help="host memory of all of one submission's processes, "
                                                                  "GiB (default 16)")
+    b.add_argument("--similarity", action="store_true", help="after grading, report the submissions that share code "
+                                                              "(needs copydetect)")
+    b.add_argument("--threshold", type=float, help="with --similarity: the score reported from (default 0.6)")
+    si = sub.add_parser("similarity", help="on a batch's output: the submissions that share code, with each other, "
+                                           "the reference or the lecture's examples (TAs; needs copydetect)")
+    si.add_argument("out", type=Path, help="the batch's output folder")
+    si.add_argument("--threshold", type=float, default=0.6, help="the score reported from (default 0.6)")
     gs = sub.add_parser("gradescope", help="grade inside Gradescope's autograder (source/, submission/, results/)")
     gs.add_argument("--root", type=Path, default=Path("/autograder"), help="the autograder folder (default /autograder)")
     gs.add_argument("--assignments", nargs="+", metavar="A", help="the assignments this autograder grades "
@@ -89,7 +96,7 @@ def main(argv=None) -> int:
             for name in tasks.registry():
                 print(f"{name:<10} {tasks.load(name).title}")
             return 0
-        if args.verb in ("batch", "gradescope", "bench", "calibrate"):
+        if args.verb in ("batch", "gradescope", "bench", "calibrate", "similarity"):
             return importlib.import_module(f".{args.verb}", __package__).main(args)
         if args.verb in ("handouts", "dist"):
             # Instructor-side modules (Jinja2, Chromium), imported only for their verb.

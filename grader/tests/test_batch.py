@@ -482,3 +482,17 @@ def test_an_assignment_this_machine_cannot_grade_is_left_for_a_later_batch_with_
     assert book["alice"]["trmm"] == "" and "needs 2 GPUs" in book["alice"]["notes"]
     state = json.loads((out / "state.json").read_text())
     assert "alice/trmm" not in state["done"] and "alice/trmm" in state["skipped"]
+
+
+def test_a_batch_with_similarity_keeps_the_files_and_reports_the_pairs_of_its_class(fake_kit, tmp_path):
+    pytest.importorskip("copydetect", reason="the similarity report needs copydetect (pip install copydetect)")
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    tiled = (HERE / "fixtures" / "similarity" / "trmm" / "tiled16.cu").read_text()
+    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("reference") + tiled.replace("void trmm(", "void trmm2("))
+    shutil.copytree(subs / "alice", subs / "mallory")  # a verbatim copy of alice's entry
+    assert batch.main(args(subs, out, ("similarity", True), ("threshold", None))) == 0
+    assert (out / "sources" / "bob" / "trmm.cu").is_file()  # bob's file came from his zip
+    page = (out / "similarity" / "trmm.html").read_text()
+    assert "alice" in page and "mallory" in page
+    summary = (out / "summary.md").read_text()
+    assert "== Similarity" in summary and "alice" in summary.split("== Similarity")[1]

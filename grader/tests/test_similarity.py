@@ -1,0 +1,202 @@
+"""The code-similarity report (similarity.py), on a generated class of 40 entries: 24 independently
+written solutions of trmm, reduce and conv1d (fixtures/similarity/), and 16 planted copies (verbatim,
+renamed, reordered and re-commented, a changed constant, a copy of the hidden reference, a copy of a
+lecture kernel). Every planted copy must be reported, against what it was copied from, and no pair of
+independent solutions. No GPU needed."""
+import json
+import re
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from grader import batch, similarity, tasks
+
+pytest.importorskip("copydetect", reason="the similarity report needs copydetect (pip install copydetect)")
+
+ROOT = tasks.ROOT
+INDEPENDENT = Path(__file__).parent / "fixtures" / "similarity"
+KEEP = set("""auto break case char const constexpr continue default do double else enum extern float for if inline
+int long namespace return short signed sizeof static struct switch template typename unsigned using void volatile
+while bool true false nullptr size_t __global__ __device__ __host__ __shared__ __constant__ __restrict__
+__forceinline__ __syncthreads include define pragma unroll""".split())
+
+
+def renamed(text: str, keep: set = frozenset()) -> str:
+    """Every identifier the code defines or uses renamed (keywords and `keep` aside): a thorough disguise."""
+    names = {}
+
+    def sub(m):
+        w = m.group(0)
+        if w in KEEP or w in keep or w.startswith(("cuda", "CUDA", "__")):
+            return w
+        return names.setdefault(w, f"q{len(names)}_{w[::-1]}")
+    out = []
+    for line in text.splitlines():
+        out.append(line if line.lstrip().startswith("#include") else re.sub(r"\b[A-Za-z_]\w*\b", sub, line))
+    return "\n".join(out) + "\n"
+
+
+def reordered(text: str) -> str:
+    """Top-level functions in the opposite order, each announced first; new comments; another indent."""
+    text = re.sub(r"//[^\n]*", "", text)
+    chunks = re.split(r"\n(?=(?:template <[^\n]*\n)?(?:__global__|__device__|__inline__|static|void|double)\b[^\n]*\{\n)", text)
+    head, funcs = chunks[0], chunks[1:]
+    protos = [f.split("{", 1)[0].rstrip() + ";" for f in funcs if not f.startswith("template")]
+    body = "\n".join(reversed(funcs))
+    body = "\n".join(("  " * ((len(l) - len(l.lstrip())) // 4)) + l.lstrip() for l in body.splitlines())
+    return head + "\n// forward declarations, as I like them\n" + "\n".join(protos) + "\n\n" + body + "\n"
+
+
+def lecture_code(file: str, *functions: str) -> str:
+    """Functions of a lecture file, cut out as a student would paste them (with what they use)."""
+    text = (ROOT / "slides_examples" / file).read_text()
+    out = []
+    for name in functions:
+        start = text.rindex("\n", 0, text.index(f" {name}(")) + 1
+        out.append(text[start:text.index("\n}\n", start) + 3])
+    return "\n".join(out)
+
+
+def make_class(folder: Path) -> tuple:
+    """(submissions {student: (assignment, file)}, planted {(student, source): kind})."""
+    subs, planted = {}, {}
+    n = 0
+
+    def add(assignment, text, source=None, kind=None):
+        nonlocal n
+        n += 1
+        student = f"s{n:02d}"
+        path = folder / student / "kernel.cu"
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+        subs[student] = (assignment, path)
+        if source:
+            planted[(student, source)] = kind
+        return student
+
+    owner = {}
+    for a in ("trmm", "reduce", "conv1d"):
+        for f in sorted((INDEPENDENT / a).glob("*.cu")):
+            owner[(a, f.stem)] = add(a, f.read_text())
+    text = lambda a, stem: (INDEPENDENT / a / f"{stem}.cu").read_text()
+    ref = lambda a: (ROOT / "reference" / a / "kernel.cu").read_text()
+    # trmm: verbatim, renamed, reordered, another tile size, the reference renamed.
+    add("trmm", text("trmm", "naive_2d"), owner[("trmm", "naive_2d")], "classmates")
+    add("trmm", renamed(text("trmm", "grid_stride"), {"trmm"}), owner[("trmm", "grid_stride")], "classmates")
+    add("trmm", reordered(text("trmm", "four_columns")), owner[("trmm", "four_columns")], "classmates")
+    add("trmm", renamed(text("trmm", "tiled16").replace("T = 16", "T = 32"), {"trmm"}), owner[("trmm", "tiled16")],
+        "classmates")
+    add("trmm", renamed(ref("trmm"), {"trmm"}), "reference", "reference")
+    # reduce: verbatim, renamed, reordered, the reference renamed, a lecture kernel pasted in.
+    add("reduce", text("reduce", "shared_tree"), owner[("reduce", "shared_tree")], "classmates")
+    add("reduce", renamed(text("reduce", "persistent_counter"), {"reduce_sum"}), owner[("reduce", "persistent_counter")],
+        "classmates")
+    add("reduce", reordered(text("reduce", "kahan_blocks")), owner[("reduce", "kahan_blocks")], "classmates")
+    add("reduce", renamed(ref("reduce"), {"reduce_sum"}), "reference", "reference")
+    add("reduce", '#include "cuda_check.cuh"\n#define BS 256\n\n' +
+        lecture_code("reduction.cu", "load_two", "warp_reduce_smem", "reduce_unroll_last_warp") +
+        "\nvoid reduce_sum(long long n, const double* x, double* sum) {\n"
+        "    cudaMemset(sum, 0, sizeof(double));\n"
+        "    reduce_unroll_last_warp<<<(n + 511) / 512, BS>>>(n, x, sum);\n}\n", "lecture: reduction.cu", "lecture")
+    # conv1d: verbatim, renamed, reordered, a changed constant, the reference renamed, a lecture kernel.
+    add("conv1d", text("conv1d", "shared_halo"), owner[("conv1d", "shared_halo")], "classmates")
+    add("conv1d", renamed(text("conv1d", "warp_window"), {"conv1d"}), owner[("conv1d", "warp_window")], "classmates")
+    add("conv1d", reordered(text("conv1d", "split_edges")), owner[("conv1d", "split_edges")], "classmates")
+    add("conv1d", text("conv1d", "mask_in_shared").replace("384", "256"), owner[("conv1d", "mask_in_shared")],
+        "classmates")
+    add("conv1d", renamed(ref("conv1d"), {"conv1d"}), "reference", "reference")
+    add("conv1d", '#include "cuda_check.cuh"\n#define BLOCK 256\n#define MAX_MASK 255\n__constant__ float Mc[MAX_MASK];\n\n' +
+        lecture_code("conv1d.cu", "conv1d_tiled", "conv1d_tiled_const") +
+        "\nvoid conv1d(int n, int w, const float* N, const float* M, float* P) {\n"
+        "    cudaMemcpyToSymbol(Mc, M, w * sizeof(float), 0, cudaMemcpyDeviceToDevice);\n"
+        "    conv1d_tiled_const<<<(n + BLOCK - 1) / BLOCK, BLOCK, (BLOCK + w - 1) * sizeof(float)>>>(n, w, N, P);\n}\n", "lecture: conv1d.cu", "lecture")
+    return subs, planted
+
+
+def batch_output(tmp_path: Path, subs: dict) -> Path:
+    """A batch's output as the similarity verb reads it: a record per graded file."""
+    out = tmp_path / "out"
+    for student, (a, path) in subs.items():
+        rec = out / "records" / student / f"{a}.json"
+        rec.parent.mkdir(parents=True, exist_ok=True)
+        rec.write_text(json.dumps({"assignment": a, "submission": str(path), "verdict": "correct"}))
+    (out / "summary.md").write_text("```\n== Batch summary\n```\n")
+    return out
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("class")
+    subs, planted = make_class(tmp / "class")
+    out = batch_output(tmp, subs)
+    t0 = time.monotonic()
+    results = similarity.report(out, say=lambda line: None)
+    return SimpleNamespace(subs=subs, planted=planted, out=out, results={r.assignment: r for r in results},
+                           seconds=time.monotonic() - t0)
+
+
+def test_the_generated_class_has_40_entries_24_of_them_independent(reported):
+    assert len(reported.subs) == 40
+    assert len(reported.planted) == 16
+
+
+def test_every_planted_copy_is_reported_against_its_source_with_its_kind(reported):
+    found = {}
+    for r in reported.results.values():
+        for p in r.pairs:
+            found[(p.a, p.b)] = found[(p.b, p.a)] = p
+    missing = [(s, src, kind) for (s, src), kind in reported.planted.items()
+               if (s, src) not in found or found[(s, src)].kind != kind]
+    assert not missing, missing
+    assert all(found[k].score >= similarity.THRESHOLD for k in reported.planted)
+
+
+def test_no_pair_of_independent_solutions_is_reported_nor_one_with_the_lecture_or_reference(reported):
+    independent = {s for s, _ in reported.subs.items()} - {s for s, _ in reported.planted}
+    sources = {src for _, src in reported.planted}
+    wrong = [(p.a, p.b, round(p.score, 2)) for r in reported.results.values() for p in r.pairs
+             if p.a in independent and (p.b in independent or p.kind != "classmates") and p.b not in sources
+             and p.a not in sources]
+    assert not wrong, wrong
+
+
+def test_the_html_report_shows_both_files_side_by_side_with_the_shared_code_marked(reported):
+    page = (reported.out / "similarity" / "trmm.html").read_text()
+    assert "<mark>" in page and 'class="pair"' in page
+    assert "COPY OF THE HIDDEN REFERENCE" in page
+    assert "not a verdict" in page
+
+
+def test_the_ranked_table_goes_into_the_batch_summary_once_however_often_it_is_made(reported):
+    similarity.report(reported.out, say=lambda line: None)
+    text = (reported.out / "summary.md").read_text()
+    assert text.count("== Similarity") == 1 and "== Batch summary" in text
+    assert "trmm: 13 submissions" in text
+
+
+def test_a_class_of_300_is_compared_in_well_under_a_minute(tmp_path):
+    files = sorted(INDEPENDENT.glob("trmm/*.cu"))
+    students = {}
+    for i in range(300):  # each a thoroughly renamed independent solution, with a constant of its own
+        p = tmp_path / f"s{i:03d}.cu"
+        p.write_text(renamed(files[i % len(files)].read_text(), {"trmm"}).replace("256", str(64 + i)))
+        students[f"s{i:03d}"] = p
+    t0 = time.monotonic()
+    r = similarity.compare("trmm", students)
+    assert time.monotonic() - t0 < 30
+    assert r.compared == 300
+
+
+def test_a_batch_asked_for_a_similarity_report_without_copydetect_stops_before_grading(monkeypatch, tmp_path):
+    def missing():
+        raise tasks.TaskError("the similarity report needs copydetect: python3 -m pip install copydetect")
+    monkeypatch.setattr(similarity, "_copydetect", missing)
+    monkeypatch.setattr(batch.gpu_mod, "detect", lambda: pytest.fail("nothing may be graded"))
+    (tmp_path / "class").mkdir()
+    args = SimpleNamespace(submissions=tmp_path / "class", out=tmp_path / "out", jobs=1, assignments=["trmm"],
+                           regrade=None, regrade_all=False, timed_runs=None, no_reference=True, no_isolation=True,
+                           memory_gib=16, similarity=True, threshold=None)
+    with pytest.raises(tasks.TaskError, match="copydetect"):
+        batch.main(args)
