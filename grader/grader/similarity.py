@@ -118,8 +118,8 @@ def others(name: str) -> dict:
 def compare(name: str, students: dict, threshold: float = THRESHOLD) -> Result:
     """Every pair of `students` (name -> kernel.cu), and every student against the reference and the
     lecture's examples, for assignment `name`."""
-    import numpy as np
     CodeFingerprint, compare_files, _ = _copydetect()
+    import numpy as np  # copydetect's own dependency
     t0 = time.monotonic()
     k, w = NOISE, GUARANTEE - NOISE + 1
     with tempfile.TemporaryDirectory(prefix="kit-similarity-") as tmp, warnings.catch_warnings():

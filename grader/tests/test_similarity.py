@@ -200,3 +200,20 @@ def test_a_batch_asked_for_a_similarity_report_without_copydetect_stops_before_g
                            memory_gib=16, similarity=True, threshold=None)
     with pytest.raises(tasks.TaskError, match="copydetect"):
         batch.main(args)
+
+
+def test_the_verb_without_copydetect_says_how_to_get_it_in_one_line(monkeypatch, tmp_path, capsys):
+    from grader import cli
+
+    def missing():
+        raise tasks.TaskError("the similarity report needs copydetect: python3 -m pip install copydetect")
+    monkeypatch.setattr(similarity, "_copydetect", missing)
+    out = batch_output(tmp_path, {"s01": ("trmm", INDEPENDENT / "trmm" / "tiled16.cu")})
+    assert cli.main(["similarity", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == "grader: the similarity report needs copydetect: python3 -m pip install copydetect"
+
+
+def test_the_verb_on_a_folder_that_is_not_a_batchs_output_says_so(tmp_path, capsys):
+    from grader import cli
+    assert cli.main(["similarity", str(tmp_path)]) == 2
+    assert "is not a batch's output" in capsys.readouterr().err
