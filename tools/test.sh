@@ -38,7 +38,13 @@ install chromium chromium || missing chromium "the handouts' browser and PDF tes
 install bubblewrap bwrap || missing bubblewrap "the jail's tests"
 
 # --- Python: the system's pytest and handout tools if it has them, else a virtual environment ---
+# Installed from PyPI, or with no network from a folder of wheels ($KIT_WHEELS, default wheels/),
+# which `python3 -m pip download -d wheels -r grader/requirements-test.txt -r grader/requirements-handouts.txt`
+# makes on a connected machine (README, "Without network"). Only pytest is a must: the tests of a
+# missing extra (Jinja2, markdown, pypdf, copydetect) are skipped by name, with the reason.
 need="import pytest, jinja2, markdown, pypdf, copydetect"
+wheels=${KIT_WHEELS:-wheels}
+reqs="-r grader/requirements-test.txt -r grader/requirements-handouts.txt"
 if python3 -c "$need" 2>/dev/null; then
     py=python3
 else
@@ -46,8 +52,26 @@ else
         echo "test: creating .venv with pytest"
         python3 -m venv .venv || { echo "test: python3 -m venv failed: install python3-venv" >&2; exit 2; }
     fi
-    .venv/bin/python -c "$need" 2>/dev/null || \
-        .venv/bin/python -m pip install -q -r grader/requirements-test.txt -r grader/requirements-handouts.txt
     py=.venv/bin/python
+    if ! $py -c "$need" 2>/dev/null; then
+        if [ -d "$wheels" ]; then
+            $py -m pip install -q --no-index --find-links "$wheels" $reqs 2>/dev/null || \
+                $py -m pip install -q --no-index --find-links "$wheels" pytest 2>/dev/null || true
+        else
+            $py -m pip install -q $reqs 2>/dev/null || true
+        fi
+    fi
+    if ! $py -c "import pytest" 2>/dev/null; then
+        echo "test: pytest is not installed and could not be (no network, and no wheels in $wheels/): on a" \
+             "connected machine run 'python3 -m pip download -d wheels $reqs' and copy wheels/ here" >&2
+        exit 2
+    fi
+    missing=$(for m in jinja2 markdown pypdf copydetect; do $py -c "import $m" 2>/dev/null || printf '%s ' "$m"; done)
+    if [ -n "$missing" ]; then
+        if [ "${CI:-}" = true ]; then
+            echo "test: could not install ${missing% } (pip install $reqs)" >&2; exit 2
+        fi
+        echo "SKIPPED: the tests that need ${missing% }: not installed and not installable here (no network, no wheels in $wheels/)"
+    fi
 fi
 PYTHONPATH=grader exec "$py" -m pytest grader/tests slides_examples/tests -v -rs "$@"
