@@ -1,0 +1,97 @@
+"""The batch verb: a whole class graded at once.
+
+  python -m grader batch DIR [--out DIR] [--jobs N] [--regrade STUDENT ...] [--regrade-all]
+                             [--assignments a b ...] [--timed-runs N] [--no-reference]
+
+DIR holds one entry per student (see submissions.py for the layouts and how files are matched to
+assignments). Builds run in parallel on the CPU cores; the GPU stages (correctness, races,
+performance) run one submission at a time, so that no two timings share the GPU. Hidden cases are
+included. Each submission is graded in its own work folder, its programs in the sandbox's jail.
+
+Under --out (default grades/batch):
+  gradebook.csv                  one row per student: a column per assignment, the total, notes
+  records/<student>/<a>.json     the full record of each grading (GradeResult, plus a "batch" part)
+  reports/<student>.md, .html    per student: verdicts, cases, and their rate against the
+                                 reference and the library on this GPU (an SVG plot)
+  gradescope/<student>/results.json
+  reference/<a>.json             the reference solution graded once on this GPU (for the plots)
+  sources/<student>/<a>.cu       the file graded, as it was (archives' files included)
+  state.json                     what is graded: (student, assignment, file hash); a batch run again
+                                 skips those unless --regrade names the student or --regrade-all
+  summary.md, summary.json       every entry's verdicts, what was not gradeable, the stage times
+  similarity/<a>.html            with --similarity: pairs of submissions that share code, with each
+                                 other, the reference or the lecture's examples (similarity.py)
+Everything is written as each submission finishes, each file whole or not at all.
+
+One module per job: scheduling.py (the to-do list, builds in parallel, GPU stages one at a time, the
+jail), state.py (state.json), outputs.py (records, gradebook, summary), reports.py (per-student
+reports), progress.py (the progress line).
+"""
+from __future__ import annotations
+
+import os  # noqa: F401  (os._exit, which an interrupted batch calls, is reached through here in tests)
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .. import gpu as gpu_mod, jail, similarity, tasks
+from ..limits import Limits
+from ..report import atomic_write  # noqa: F401
+from .outputs import gradebook_csv  # noqa: F401
+
+
+@dataclass
+class Options:
+    submissions: Path
+    out: Path
+    jobs: int = 0
+    """Parallel builds (0: one per CPU core)."""
+    assignments: list = field(default_factory=list)
+    """Assignments graded (empty: every one in the registry)."""
+    regrade: list = field(default_factory=list)
+    """Students graded again even where nothing changed."""
+    regrade_all: bool = False
+    timed_runs: int = 0
+    """Timed runs per graded case instead of the task's (at least 10; 0: the task's)."""
+    reference: bool = True
+    """Grade reference/<a>/kernel.cu once on this GPU, for the plots (kept in out/reference/)."""
+    isolation: bool = True
+    """Run student code in the jail (jail.py); off only to debug the kit."""
+    memory_bytes: int = Limits.memory_bytes
+    """Host memory of all of one submission's processes together."""
+    tty: Optional[bool] = None
+    """Progress updated in place (default: when stderr is a terminal)."""
+
+
+def main(args) -> int:
+    opts = Options(
+        submissions=Path(args.submissions), out=Path(args.out or tasks.ROOT / "grades" / "batch"), jobs=args.jobs or 0,
+        assignments=args.assignments or [], regrade=args.regrade or [], regrade_all=args.regrade_all,
+        timed_runs=args.timed_runs or 0, reference=not args.no_reference, isolation=not args.no_isolation,
+        memory_bytes=int(args.memory_gib * (1 << 30)))
+    if opts.memory_bytes < (1 << 30):
+        raise tasks.TaskError(f"--memory-gib {args.memory_gib:g}: a submission needs at least 1 GiB of host memory")
+    if not opts.submissions.is_dir():
+        raise tasks.TaskError(f"{opts.submissions} is not a folder of submissions")
+    if opts.isolation:
+        jail.find(tasks.ROOT / "harness" / "include")  # no jail, no grading: say so before anything else
+    similar = getattr(args, "similarity", False)
+    if similar:
+        similarity.require()  # likewise: a report that cannot be made is said before the grading
+    info = gpu_mod.detect()
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a TERM stops it like Ctrl-C: what finished is kept
+    try:
+        rc = Batch(opts, info).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if similar:
+        similarity.report(opts.out, getattr(args, "threshold", None) or similarity.THRESHOLD)
+    return rc
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+from .scheduling import Batch  # noqa: E402  (it needs Options above)

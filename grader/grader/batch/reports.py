@@ -1,0 +1,122 @@
+"""Per-student reports of a batch: Markdown and HTML, with an SVG plot drawn by hand."""
+from __future__ import annotations
+
+import html
+from typing import Optional
+
+from .. import gradescope
+from ..results import GpuInfo
+from ..tasks import describe
+
+
+def rate_plot(title: str, metric: str, bars: list, tiers: list = ()) -> str:
+    """A horizontal bar chart as inline SVG: bars are (label, rate or None, colour); tiers are
+    (rate, points) drawn as dashed lines."""
+    vals = [v for _, v, _ in bars if v] + [r for r, _ in tiers]
+    top = max(vals) * 1.12 if vals else 1.0
+    left, width, row = 170, 420, 28
+    height = 40 + row * len(bars) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" '
+           f'role="img" aria-label="{html.escape(title)}" font-family="sans-serif" font-size="12">',
+           f'<text x="4" y="16" font-weight="bold">{html.escape(title)}</text>']
+    for i, (label, v, colour) in enumerate(bars):
+        y = 30 + i * row
+        out.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>')
+        if v:
+            w = max(1.0, width * v / top)
+            out.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row - 8}" fill="{colour}"/>')
+            out.append(f'<text x="{left + w + 4:.1f}" y="{y + 15}">{v:,.0f}</text>')
+        else:
+            out.append(f'<text x="{left + 4}" y="{y + 15}" fill="#888">not measured</text>')
+    base = 30 + row * len(bars)
+    for r, pts in tiers:
+        x = left + width * r / top
+        out.append(f'<line x1="{x:.1f}" y1="26" x2="{x:.1f}" y2="{base}" stroke="#999" stroke-dasharray="4 3"/>')
+        out.append(f'<text x="{x:.1f}" y="{base + 12}" text-anchor="middle" fill="#666" font-size="10">{pts:g}</text>')
+    out.append(f'<line x1="{left}" y1="{base}" x2="{left + width}" y2="{base}" stroke="#333"/>')
+    out.append(f'<text x="{left + width / 2}" y="{base + 26}" text-anchor="middle">{html.escape(metric)} '
+               f'(dashed: performance tiers, with their points)</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _plots(rec: dict, task, ref: Optional[dict], gpu_name: str) -> list:
+    """One plot per graded case: the student's rate, the reference's and the library's on this GPU."""
+    plots = []
+    mine = {p["case_id"]: p for p in rec.get("performance", [])}
+    theirs = {p["case_id"]: p for p in (ref or {}).get("performance", [])} if ref else {}
+    for g in task.graded:
+        p, r = mine.get(g.case.id), theirs.get(g.case.id)
+        base_name = (p or r or {}).get("baseline_name") or task.data["performance"].get("baseline", "library")
+        base = (p or {}).get("baseline_rate") or (r or {}).get("baseline_rate")
+        th = (p or r or {}).get("thresholds") or {}
+        tiers = list(zip(th.get("rates", []), th.get("points", [])))
+        bars = [("this submission", p["rate"] if p else None, "#1f77b4"),
+                ("reference solution", r["rate"] if r else None, "#2ca02c"),
+                (base_name[:26], base, "#ff7f0e")]
+        plots.append(rate_plot(f"{task.name}, {describe(g.case.params)}, on {gpu_name}", task.metric, bars, tiers))
+    return plots
+
+
+def student_report(student: str, info: dict, recs: list, task_of: dict, refs: dict, gpu: GpuInfo) -> tuple:
+    """(Markdown, HTML) of one student's grading."""
+    name = info.get("name") or student
+    total = sum(r.get("score", 0) for r in recs)
+    possible = sum(task_of[a].max_score for a in task_of)
+    md = [f"# {name} ({student})", "", f"Entry: `{info.get('source', '')}` ({info.get('layout', '')}); "
+          f"GPU: {gpu.name}; total {total:g} / {possible:g}.", ""]
+    body = [f"<h1>{html.escape(name)} ({html.escape(student)})</h1>",
+            f"<p>Entry: <code>{html.escape(info.get('source', ''))}</code> ({html.escape(info.get('layout', ''))}); "
+            f"GPU: {html.escape(gpu.name)}; total <b>{total:g} / {possible:g}</b>.</p>"]
+    if info.get("problem"):
+        md += [f"**{info['problem']}**", ""]
+        body.append(f"<p><b>{html.escape(info['problem'])}</b></p>")
+    if info.get("notes"):
+        md += ["Notes:", *[f"- {n}" for n in info["notes"]], ""]
+        body.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in info["notes"]) + "</ul>")
+    for rec in recs:
+        a = rec["assignment"]
+        task = task_of[a]
+        hidden = set(rec.get("batch", {}).get("hidden_cases", []))
+        verdict = rec.get("verdict")
+        head = f"{a}: {verdict}, {rec.get('score', 0):g} / {task.max_score:g}"
+        md += [f"## {head}", "", f"File: `{rec.get('batch', {}).get('file', '')}`", ""]
+        body += [f"<h2>{html.escape(head)}</h2>",
+                 f"<p>File: <code>{html.escape(rec.get('batch', {}).get('file', ''))}</code></p>"]
+        if rec.get("message"):
+            md += [rec["message"], ""]
+            body.append(f"<p>{html.escape(rec['message'])}</p>")
+        if verdict in ("build_error", "forbidden_call") and rec.get("build_log"):
+            log = rec["build_log"][:3000]
+            md += ["```", log, "```", ""]
+            body.append(f"<pre>{html.escape(log)}</pre>")
+        if rec.get("cases"):
+            md += ["| case | size | result | rel. error | note |", "| --- | --- | --- | --- | --- |"]
+            body.append("<table><tr><th>case</th><th>size</th><th>result</th><th>rel. error</th><th>note</th></tr>")
+            for c in rec["cases"]:
+                size = "(hidden)" if c["id"] in hidden else describe(c.get("params", {}))
+                rel = c.get("rel_error")
+                rel = f"{rel:.1e}" if isinstance(rel, (int, float)) and rel != float("inf") else "-"
+                note = "" if c["verdict"] == "correct" else c.get("message", "")
+                md.append(f"| {c['id']} | {size} | {c['verdict']} | {rel} | {note.replace('|', '/')} |")
+                body.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>"
+                                             for x in (c["id"], size, c["verdict"], rel, note)) + "</tr>")
+            md.append("")
+            body.append("</table>")
+        if verdict != gradescope.NOT_GRADED:
+            for p in rec.get("performance", []):
+                line = (f"Timed at {describe(p.get('params', {}))}: {p['rate']:,.1f} {p['metric']}, median "
+                        f"{p.get('median_ms', 0):.3f} ms over {len(p['timing']['times_ms'])} runs")
+                if p.get("baseline_rate"):
+                    line += f"; {p.get('baseline_name')}: {p['baseline_rate']:,.1f} ({p['rate'] / p['baseline_rate']:.2f}x)"
+                md += [line, ""]
+                body.append(f"<p>{html.escape(line)}</p>")
+            for svg in _plots(rec, task, refs.get(a), gpu.name):
+                md += [svg, ""]
+                body.append(f"<div>{svg}</div>")
+    page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(f"{name}: grading") +
+            "</title><style>body{font-family:sans-serif;max-width:900px;margin:2em auto}"
+            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
+            "pre{background:#f6f6f6;padding:8px;overflow-x:auto}</style></head><body>\n" + "\n".join(body) +
+            "\n</body></html>\n")
+    return "\n".join(md) + "\n", page

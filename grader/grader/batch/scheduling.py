@@ -1,0 +1,288 @@
+"""How a batch runs: the to-do list (what changed since the state), builds in parallel on the CPU
+cores, the GPU stages one submission at a time, the jail every program holding student code runs in,
+and the reference graded once per GPU for the plots."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import build, grade, gradescope, sandbox, submissions, tasks, workdir
+from ..gpu import NoGpu
+from ..limits import Limits
+from ..results import GpuInfo
+from . import Options
+from .outputs import Outputs
+from .progress import Progress
+from .state import State, now, plain
+
+
+@dataclass
+class Job:
+    entry: submissions.Entry
+    assignment: str
+    src: Path
+    digest: str
+    work: Path
+    result: object = None
+    built: bool = False
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def key(self) -> str:
+        return f"{self.entry.student}/{self.assignment}"
+
+
+class Steps:
+    """Every build and GPU stage runs shared; a failed build is tried again alone, with nothing else of
+    the batch running, so that another submission's load never becomes a student's verdict."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._active = 0
+        self._alone = False
+
+    @contextmanager
+    def shared(self):
+        with self._cv:
+            self._cv.wait_for(lambda: not self._alone)
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._active -= 1
+                self._cv.notify_all()
+
+    @contextmanager
+    def alone(self):
+        with self._cv:
+            self._cv.wait_for(lambda: not self._alone)
+            self._alone = True
+            self._cv.wait_for(lambda: self._active == 0)
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._alone = False
+                self._cv.notify_all()
+
+
+class Batch(State, Outputs, Progress):
+    def __init__(self, opts: Options, gpu: GpuInfo):
+        self.opts, self.gpu = opts, gpu
+        self.out = opts.out.resolve()
+        names = opts.assignments or tasks.registry()
+        self.tasks = {n: tasks.load(n, include_hidden=True) for n in names}
+        if opts.timed_runs:
+            for t in self.tasks.values():
+                for g in t.graded:
+                    g.runs = max(10, opts.timed_runs)
+        self.state_path = self.out / "state.json"
+        self.state = self._load_state()
+        self.lock = threading.Lock()
+        self.counts = {}
+        self.done = 0
+        self.total = 0
+        self.started = time.monotonic()
+        self.tty = opts.tty if opts.tty is not None else sys.stderr.isatty()
+        self.jail = None
+        self.isolation = {}
+        self.steps = Steps()
+
+    # -- the run ----------------------------------------------------------------------------------
+    def run(self) -> int:
+        self.out.mkdir(parents=True, exist_ok=True)
+        wall0 = time.monotonic()
+        work_root = workdir.new("kit-batch-")
+        try:
+            return self._run(work_root, wall0)
+        finally:
+            sandbox.confine(None)
+            shutil.rmtree(work_root, ignore_errors=True)
+
+    def _run(self, work_root: Path, wall0: float) -> int:
+        o = self.opts
+        eps = {n: t.entry_point for n, t in self.tasks.items()}
+        entries = submissions.discover(o.submissions, eps, work_root / "_staging")
+        for e in entries:
+            self.state["entries"][e.student] = {
+                "name": e.name, "members": [vars(m) for m in e.members], "source": e.source, "layout": e.layout,
+                "problem": e.problem, "notes": e.notes, "files": e.shown}
+        self._save_state()
+        regrade = {s.lower() for s in o.regrade}
+        unknown = regrade - {e.student.lower() for e in entries} - {
+            m.id.lower() for e in entries for m in e.members}
+        if unknown:
+            raise tasks.TaskError(f"--regrade: no entry for {', '.join(sorted(unknown))} in {o.submissions}")
+        todo, skipped = [], 0
+        for e in entries:
+            again = o.regrade_all or e.student.lower() in regrade or any(m.id.lower() in regrade for m in e.members)
+            for a, src in sorted(e.files.items()):
+                digest = submissions.sha256(src)
+                prev = self.state["done"].get(f"{e.student}/{a}")
+                if prev and prev.get("sha256") == digest and not again:
+                    skipped += 1
+                    continue
+                todo.append(Job(e, a, src, digest, work_root / f"{len(todo):04d}-{e.student}-{a}"))
+        nothing = [e for e in entries if e.problem]
+        self._say(f"batch: {len(entries)} entries in {o.submissions} ({len(nothing)} with nothing gradeable); "
+                  f"{len(todo)} submissions to grade, {skipped} already graded (kept)")
+        needed = sorted({j.assignment for j in todo} | (set() if not o.reference else {
+            a for e in entries for a in e.files}))
+        for a in needed:  # the harness once per assignment, before anything else
+            build.build_harness(self.tasks[a], self.gpu.arch, work_root / f"harness-{a}.log")
+        self._setup_jail(work_root)
+        self._say("batch: isolation: " + "; ".join(f"{k} {v}" for k, v in self.isolation.items()))
+        for e in entries:
+            self._write_student(e.student)
+        self._write_gradebook()
+
+        self.total, self.started = len(todo), time.monotonic()
+        jobs = self.opts.jobs or os.cpu_count() or 1
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="build")
+        interrupted = False
+        try:
+            futures = [pool.submit(self._build, j) for j in todo]
+            if o.reference:
+                self._references(needed, work_root)
+            for fut in as_completed(futures):
+                job = fut.result()
+                if job.built and not job.error:
+                    self._gpu(job)
+                self._finish(job)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
+        if interrupted:
+            self._progress(final=True)
+            self._say(f"batch: interrupted after {self.done} of {self.total}; what finished is saved: run the "
+                      f"same command again to go on from there")
+            sandbox.confine(None)
+            shutil.rmtree(work_root, ignore_errors=True)
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(130)  # the build threads' compilers are left to finish on their own
+        self._progress(final=True)
+        wall = time.monotonic() - wall0
+        text = self._summary(entries, wall)
+        print(text, flush=True)
+        return 2 if any(k.split("/")[0] in {e.student for e in entries} for k in self.state["errors"]) else 0
+
+    # -- isolation --------------------------------------------------------------------------------
+    def _setup_jail(self, work_root: Path) -> None:
+        """The jail every program holding student code runs in (jail.py), checked with the GPU inside
+        it: without one, the batch stops here (JailError) rather than run anything unjailed."""
+        if not self.opts.isolation:
+            self.isolation = {"jail": "OFF (--no-isolation): student code ran as the TA, with the TA's files "
+                                      "and network"}
+            self._say("batch: WARNING: --no-isolation: student code runs unjailed, as you, with your files and "
+                      "network. For debugging the kit only, never for a class.")
+            return
+        self.jail = sandbox.open_jail(work_root, tasks.ROOT / "harness" / "include", build.probe_path(self.gpu.arch),
+                                      Limits(memory_bytes=self.opts.memory_bytes))
+        self.isolation = self.jail.describe()
+
+    # -- the stages -------------------------------------------------------------------------------
+    def _build(self, job: Job) -> Job:
+        t0 = time.monotonic()
+        task = self.tasks[job.assignment]
+        try:
+            job.work.mkdir(parents=True)
+            with self.steps.shared():
+                job.built = self._build_once(job, task)
+            if not job.built and job.result.verdict == grade.Verdict.BUILD_ERROR:
+                # Another submission's load (a fork bomb, a full disk) can make a build fail: a build error
+                # counts only when the build fails again with nothing else running.
+                with self.steps.alone():
+                    job.built = self._build_once(job, task)
+        except Exception as e:  # noqa: BLE001 - whatever happens costs this submission only
+            job.error = f"the build stage failed: {type(e).__name__}: {e}"
+        job.seconds += time.monotonic() - t0
+        return job
+
+    def _build_once(self, job: Job, task) -> bool:
+        job.result = grade.new_result(task, job.src, self.gpu, grade.Options())
+        job.result.submission = f"{job.entry.source}: {job.entry.shown.get(job.assignment, '')}"
+        return grade.build_stage(task, job.src, self.gpu.arch, job.work, job.result)
+
+    def _gpu(self, job: Job) -> None:
+        t0 = time.monotonic()
+        task = self.tasks[job.assignment]
+        try:
+            with self.steps.shared():
+                grade.gpu_stages(task, job.work, self.gpu, grade.Options(), job.result)
+        except NoGpu as e:
+            if self._gpu_works():
+                # The device is fine: the submission's own process ended with the runner's "no GPU" status.
+                job.result.verdict = grade.Verdict.RUNTIME_ERROR
+                job.result.message = ("the program exited with the status the runner keeps for \"no GPU\", "
+                                      "while the GPU works")
+                job.result.score = 0.0
+            else:
+                raise tasks.TaskError(f"the GPU stopped working during the batch ({e}); run the same command "
+                                      f"again to go on") from None
+        except Exception as e:  # noqa: BLE001
+            job.error = f"the GPU stages failed: {type(e).__name__}: {e}"
+        job.seconds += time.monotonic() - t0
+
+    def _gpu_works(self) -> bool:
+        d = workdir.new("kit-probe-")
+        try:
+            r = sandbox.run([str(build.probe_path(self.gpu.arch))], d, d / "probe.log", timeout=120)
+            return r.returncode == 0
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def _references(self, names: list, work_root: Path) -> None:
+        """reference/<a>/kernel.cu graded once on this GPU (kept across runs), for the plots."""
+        for a in names:
+            path = self.out / "reference" / f"{a}.json"
+            try:
+                rec = json.loads(path.read_text())
+                if rec.get("gpu", {}).get("name") == self.gpu.name:
+                    continue
+            except (OSError, ValueError):
+                pass
+            src = tasks.ROOT / "reference" / a / "kernel.cu"
+            if not src.is_file():
+                continue
+            t0 = time.monotonic()
+            try:
+                r = grade.grade(self.tasks[a], src, self.gpu)
+            except Exception as e:  # noqa: BLE001
+                self._say(f"batch: the reference of {a} could not be graded ({e}); its plots show no reference")
+                continue
+            rec = plain(r.to_json())
+            rec["batch"] = {"graded_at": now(), "seconds": time.monotonic() - t0}
+            gradescope.write_json(rec, path)
+            self._say(f"batch: reference {a}: {r.verdict.value}, {r.message}")
+            for s in self._students_with(a):
+                self._write_student(s)
+
+    def _students_with(self, a: str) -> list:
+        return sorted({k.split("/")[0] for k in self.state["done"] if k.endswith("/" + a)})
+
+    # -- when one finishes ------------------------------------------------------------------------
+    def _finish(self, job: Job) -> None:
+        e, a = job.entry, job.assignment
+        task = self.tasks[a]
+        rec, rec_path = self._write_record(job)
+        verdict = self._remember(job, rec, rec_path)
+        self._write_student(e.student)
+        self._write_gradebook()
+        if not self.tty:
+            self._say(f"batch: {e.student} {a}: {verdict} {rec.get('score', 0):g}/{task.max_score:g}"
+                      + (f": {rec.get('message', '')[:160]}" if rec.get("message") else ""))
+        self._progress()
+        if not os.environ.get("KIT_BATCH_KEEP_WORK"):
+            shutil.rmtree(job.work, ignore_errors=True)
