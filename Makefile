@@ -50,7 +50,8 @@ slides-bench:
 
 # TAs: every student entry in SUBMISSIONS graded (see README, "TAs"). OUT (default grades/batch),
 # JOBS (parallel builds), REGRADE (students graded again), A (only these assignments), SIMILARITY=1
-# (a code-similarity report after the grading: needs copydetect),
+# (a code-similarity report after the grading: needs copydetect), SLURM=1 (submit to Slurm as a job
+# array), SLURM_STATUS=1 (its progress),
 # BATCH_FLAGS (more options of `python3 -m grader batch --help`). OUT is read from the command line
 # only, never from the environment.
 .PHONY: batch
@@ -58,7 +59,8 @@ batch:
 	@$(if $(SUBMISSIONS),,$(error make batch needs SUBMISSIONS=folder with one entry per student))$(GRADER) batch $(SUBMISSIONS) \
 		$(if $(filter command line,$(origin OUT)),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
 		$(if $(filter command line,$(origin A)),--assignments $(A)) $(if $(REGRADE),--regrade $(REGRADE)) \
-		$(if $(filter 1 yes true,$(SIMILARITY)),--similarity) $(BATCH_FLAGS)
+		$(if $(filter 1 yes true,$(SIMILARITY)),--similarity) $(if $(filter 1 yes true,$(SLURM)),--slurm) \
+		$(if $(filter 1 yes true,$(SLURM_STATUS)),--status) $(BATCH_FLAGS)
 
 # Instructors: the handouts (build/handouts/) and the student kit (build/dist/cuda-kit-student.tar.gz),
 # with a Python that has Jinja2 (tools/handouts_env.sh sets one up) and Chromium for the PDFs.

@@ -36,6 +36,8 @@ fi
 # --- Chromium: the handouts' PDFs and the headless-browser tests; bubblewrap: the jail's tests ----
 install chromium chromium || missing chromium "the handouts' browser and PDF tests"
 install bubblewrap bwrap || missing bubblewrap "the jail's tests"
+# --- Slurm and munge: the cluster route's test starts a one-node Slurm of its own -------------------
+{ install munge munged && install slurm-wlm slurmctld; } || missing slurm-wlm "the Slurm test (test_slurm.py)"
 
 # --- Python: the system's pytest and handout tools if it has them, else a virtual environment ---
 # Installed from PyPI, or with no network from a folder of wheels ($KIT_WHEELS, default wheels/),

@@ -58,6 +58,19 @@ def main(argv=None) -> int:
                                                                 "files and network (debugging the kit only)")
     b.add_argument("--memory-gib", type=float, default=16, help="host memory of all of one submission's processes, "
                                                                  "GiB (default 16)")
+    b.add_argument("--shard", metavar="I/N", help="grade only the I-th of N shares of the class (a Slurm array task)")
+    b.add_argument("--slurm", action="store_true", help="submit the class to Slurm as a job array (then --status)")
+    b.add_argument("--status", action="store_true", help="graded / pending / failed per shard of a --slurm class")
+    b.add_argument("--merge", type=int, metavar="N", help="merge the N shards' outputs into OUT (the merge job)")
+    b.add_argument("--prepare", action="store_true", help="build the harness and grade the references (the "
+                                                           "preparation job)")
+    b.add_argument("--array-size", type=int, help="with --slurm: shards of the class, one array task each "
+                                                  "(default: 10, or one per student for fewer)")
+    b.add_argument("--partition", help="with --slurm: the partition")
+    b.add_argument("--gpu-type", help="with --slurm: the GPU type of --gres=gpu:TYPE:1 (e.g. h100)")
+    b.add_argument("--time-limit", help="with --slurm: each job's time limit (sbatch --time, e.g. 2:00:00)")
+    b.add_argument("--sbatch-flag", action="append", metavar="FLAG", help="with --slurm: a flag passed to sbatch "
+                                                                        "as it is (repeat for several)")
     b.add_argument("--similarity", action="store_true", help="after grading, report the submissions that share code "
                                                               "(needs copydetect)")
     b.add_argument("--threshold", type=float, help="with --similarity: the score reported from (default 0.6)")

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tarfile
@@ -18,92 +17,25 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import batch, build, grade, jail, sandbox, submissions, tasks
-from grader import gpu as gpu_mod
-from grader.build import Forbidden
-from grader.results import GpuInfo
+from grader import batch, build, grade, jail, submissions, tasks
+
+import fake_kit as fake_kit_mod
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"
-FAKE = HERE / "fake_harness.py"
-SCENARIOS = FIXTURES / "batch" / "trmm"
-ENTRY = "void trmm(int n, const double* A, double* B) { }\n"
 EPS = {n: tasks.load(n).entry_point for n in tasks.registry()}
 
 
-def kernel(scenario: str) -> str:
-    """A kernel.cu the fake build recognises: its scenario names the recorded behaviour."""
-    return f"// scenario: {scenario}\n{ENTRY}"
-
-
-# ---------------------------------------------------------------------------------------------
-# The fake kit: builds that read the scenario from kernel.cu, and a runner and a checker that
-# replay that scenario's records.
-
-def _wrapper(path: Path, role: str, scenario_from: str) -> None:
-    path.write_text("#!/bin/sh\n"
-                    f"KIT_FAKE_FIXTURE={SCENARIOS}/$(cat \"{scenario_from}\")\n"
-                    "export KIT_FAKE_FIXTURE\n"
-                    f"exec {sys.executable} {FAKE} {role} \"$@\"\n")
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-
-
-def _scenario(text: str) -> str:
-    for line in text.splitlines():
-        if line.startswith("// scenario:"):
-            return line.split(":", 1)[1].strip()
-    return "reference"
+kernel = fake_kit_mod.kernel
+ENTRY = fake_kit_mod.ENTRY
 
 
 @pytest.fixture
 def fake_kit(monkeypatch, tmp_path):
-    """Replaces the nvcc builds and the harness with the replaying fake; returns the calls made."""
+    """Replaces the nvcc builds and the harness with the replaying fake (fake_kit.py); returns the calls made."""
     calls = {"gpu": [], "build": []}
-    checker = tmp_path / "fake-checker"
-    # The checker finds the scenario in the folder it runs in (the submission's work folder).
-    checker.write_text("#!/bin/sh\n"
-                       f"KIT_FAKE_FIXTURE={SCENARIOS}/$(cat \"$PWD/scenario\")\n"
-                       "export KIT_FAKE_FIXTURE\n"
-                       f"exec {sys.executable} {FAKE} checker \"$@\"\n")
-    checker.chmod(0o755)
-
-    def compile_submission(src, work, arch, timeout):
-        text = Path(src).read_text()
-        calls["build"].append(str(src))
-        if "CRASH_THE_GRADER" in text:
-            raise RuntimeError("something in the kit broke")
-        (work / "kernel.cu").write_text(text)
-        (work / "scenario").write_text(_scenario(text))
-        if "COMPILE_ERROR" in text:
-            return False, 'kernel.cu(3): error: identifier "Bold" is undefined'
-        return True, ""
-
-    def scan_forbidden(obj):
-        # A call, as the real scan sees it in the object; a mention in a comment (the reference's) is not one.
-        return [Forbidden("cuBLAS", "cublasDtrmm")] if "cublasDtrmm(" in (obj.parent / "kernel.cu").read_text() else []
-
-    def link_runner(task, work, arch, timeout):
-        if (work / "scenario").read_text() == "exit0":
-            (work / "runner").write_text("#!/bin/sh\nexit 0\n")
-            (work / "runner").chmod(0o755)
-        else:
-            _wrapper(work / "runner", "runner", work / "scenario")
-        return True, ""
-
-    real_gpu_stages = grade.gpu_stages
-
-    def gpu_stages(task, work, gpu, opts, result):
-        calls["gpu"].append(result.submission)
-        return real_gpu_stages(task, work, gpu, opts, result)
-
-    monkeypatch.setattr(build, "build_harness", lambda task, arch, log: None)
-    monkeypatch.setattr(build, "compile_submission", compile_submission)
-    monkeypatch.setattr(build, "scan_forbidden", scan_forbidden)
-    monkeypatch.setattr(build, "link_runner", link_runner)
-    monkeypatch.setattr(build, "checker_path", lambda task, arch: checker)
-    monkeypatch.setattr(grade, "gpu_stages", gpu_stages)
-    info = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
-    monkeypatch.setattr(gpu_mod, "detect", lambda: info)
+    for (obj, name), value in fake_kit_mod.patches(tmp_path, calls).items():
+        monkeypatch.setattr(obj, name, value)
     return calls
 
 
@@ -496,3 +428,42 @@ def test_a_batch_with_similarity_keeps_the_files_and_reports_the_pairs_of_its_cl
     assert "alice" in page and "mallory" in page
     summary = (out / "summary.md").read_text()
     assert "== Similarity" in summary and "alice" in summary.split("== Similarity")[1]
+
+
+def test_shards_of_a_class_merged_give_the_gradebook_records_and_reports_of_one_batch(fake_kit, tmp_path):
+    subs = make_class(tmp_path)
+    one, split = tmp_path / "one", tmp_path / "split"
+    assert batch.main(args(subs, one)) == 0
+    for i in (1, 2, 3):
+        assert batch.main(args(subs, split / "shards" / str(i), ("shard", f"{i}/3"))) == 0
+    shard_students = [set(json.loads((split / "shards" / str(i) / "state.json").read_text())["entries"]) for i in (1, 2, 3)]
+    assert sum(len(s) for s in shard_students) == 5 and len(set().union(*shard_students)) == 5  # each once
+    assert batch.main(args(subs, split, ("merge", 3))) == 0
+    assert (split / "gradebook.csv").read_bytes() == (one / "gradebook.csv").read_bytes()
+    for rec in (one / "records").glob("*/*.json"):
+        got, want = (json.loads(p.read_text()) for p in (split / rec.relative_to(one), rec))
+        assert got["verdict"] == want["verdict"] and got["score"] == want["score"]
+    for page in (one / "reports").glob("*.md"):
+        assert (split / "reports" / page.name).is_file()
+    assert sorted(p.name for p in (split / "gradescope").iterdir()) == sorted(p.name for p in (one / "gradescope").iterdir())
+
+
+def test_a_merge_lists_the_shards_that_did_not_finish_and_exits_2(fake_kit, tmp_path):
+    subs = make_class(tmp_path)
+    out = tmp_path / "split"
+    assert batch.main(args(subs, out / "shards" / "1", ("shard", "1/2"))) == 0  # shard 2 never ran
+    assert batch.main(args(subs, out, ("merge", 2))) == 2
+    assert "shards that did not finish: 2" in (out / "summary.md").read_text()
+
+
+def test_a_shard_that_is_not_i_of_n_is_refused_in_one_line(tmp_path):
+    with pytest.raises(tasks.TaskError, match="expected I/N"):
+        batch.main(args(tmp_path, tmp_path / "out", ("shard", "4/3")))
+
+
+def test_repeated_terms_stop_a_batch_once(monkeypatch):
+    batch._interrupted = False
+    with pytest.raises(KeyboardInterrupt):
+        batch._interrupt(15, None)
+    batch._interrupt(15, None)  # the second TERM of a Slurm time limit: ignored while what finished is saved
+    batch._interrupted = False

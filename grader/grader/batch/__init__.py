@@ -62,6 +62,8 @@ class Options:
     """Host memory of all of one submission's processes together."""
     tty: Optional[bool] = None
     """Progress updated in place (default: when stderr is a terminal)."""
+    shard: Optional[tuple] = None
+    """(i, n): grade only the i-th of n shares of the class (1-based), as one task of a Slurm array."""
 
 
 def main(args) -> int:
@@ -69,7 +71,10 @@ def main(args) -> int:
         submissions=Path(args.submissions), out=Path(args.out or tasks.ROOT / "grades" / "batch"), jobs=args.jobs or 0,
         assignments=args.assignments or [], regrade=args.regrade or [], regrade_all=args.regrade_all,
         timed_runs=args.timed_runs or 0, reference=not args.no_reference, isolation=not args.no_isolation,
-        memory_bytes=int(args.memory_gib * (1 << 30)))
+        memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)))
+    if getattr(args, "slurm", False) or getattr(args, "status", False) or getattr(args, "merge", None):
+        from . import slurm  # the cluster route: submit, see progress, merge
+        return slurm.main(args, opts)
     if opts.memory_bytes < (1 << 30):
         raise tasks.TaskError(f"--memory-gib {args.memory_gib:g}: a submission needs at least 1 GiB of host memory")
     if not opts.submissions.is_dir():
@@ -80,6 +85,8 @@ def main(args) -> int:
     if similar:
         similarity.require()  # likewise: a report that cannot be made is said before the grading
     info = gpu_mod.detect()
+    global _interrupted
+    _interrupted = False
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a TERM stops it like Ctrl-C: what finished is kept
     try:
         rc = Batch(opts, info).run()
@@ -90,8 +97,37 @@ def main(args) -> int:
     return rc
 
 
+_interrupted = False
+
+
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+    """A TERM stops the batch as Ctrl-C does, once: Slurm sends TERM more than once at a time limit,
+    and a second one must not cut short the saving of what finished."""
+    global _interrupted
+    if not _interrupted:
+        _interrupted = True
+        raise KeyboardInterrupt
+
+
+def parse_shard(text: Optional[str]) -> Optional[tuple]:
+    """"I/N" -> (I, N), 1 <= I <= N; TaskError otherwise."""
+    if not text:
+        return None
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        i = n = 0
+    if not 1 <= i <= n:
+        raise tasks.TaskError(f"--shard {text}: expected I/N with 1 <= I <= N (e.g. 3/10)")
+    return i, n
+
+
+def in_shard(students: list, shard: Optional[tuple]) -> set:
+    """The students of share i of n: every n-th, by name, from the i-th."""
+    if not shard:
+        return set(students)
+    i, n = shard
+    return {s for k, s in enumerate(sorted(students, key=str.lower)) if k % n == i - 1}
 
 
 from .scheduling import Batch  # noqa: E402  (it needs Options above)

@@ -18,7 +18,7 @@ from .. import build, grade, gradescope, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
 from ..limits import Limits
 from ..results import GpuInfo
-from . import Options
+from . import Options, in_shard
 from .outputs import Outputs
 from .progress import Progress
 from .state import State, now, plain
@@ -113,6 +113,8 @@ class Batch(State, Outputs, Progress):
         o = self.opts
         eps = {n: t.entry_point for n, t in self.tasks.items()}
         entries = submissions.discover(o.submissions, eps, work_root / "_staging")
+        mine = in_shard([e.student for e in entries], o.shard)
+        entries = [e for e in entries if e.student in mine]
         for e in entries:
             self.state["entries"][e.student] = {
                 "name": e.name, "members": [vars(m) for m in e.members], "source": e.source, "layout": e.layout,
@@ -173,6 +175,8 @@ class Batch(State, Outputs, Progress):
             sys.stdout.flush()
             os._exit(130)  # the build threads' compilers are left to finish on their own
         self._progress(final=True)
+        self.state["complete"] = True  # this run reached its end (a Slurm shard's merge reads it)
+        self._save_state()
         wall = time.monotonic() - wall0
         text = self._summary(entries, wall)
         print(text, flush=True)
