@@ -51,7 +51,8 @@ slides-bench:
 # TAs: every student entry in SUBMISSIONS graded (see README, "TAs"). OUT (default grades/batch),
 # JOBS (parallel builds), REGRADE (students graded again), A (only these assignments), SIMILARITY=1
 # (a code-similarity report after the grading: needs copydetect), SLURM=1 (submit to Slurm as a job
-# array), SLURM_STATUS=1 (its progress),
+# array), SLURM_STATUS=1 (its progress), GPUS=0,2 (the GPUs graded on, one grading each at once;
+# default: all of GPU 0's model),
 # BATCH_FLAGS (more options of `python3 -m grader batch --help`). OUT is read from the command line
 # only, never from the environment.
 .PHONY: batch
@@ -60,7 +61,7 @@ batch:
 		$(if $(filter command line,$(origin OUT)),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
 		$(if $(filter command line,$(origin A)),--assignments $(A)) $(if $(REGRADE),--regrade $(REGRADE)) \
 		$(if $(filter 1 yes true,$(SIMILARITY)),--similarity) $(if $(filter 1 yes true,$(SLURM)),--slurm) \
-		$(if $(filter 1 yes true,$(SLURM_STATUS)),--status) $(BATCH_FLAGS)
+		$(if $(filter 1 yes true,$(SLURM_STATUS)),--status) $(if $(GPUS),--gpus $(GPUS)) $(BATCH_FLAGS)
 
 # Instructors: the handouts (build/handouts/) and the student kit (build/dist/cuda-kit-student.tar.gz),
 # with a Python that has Jinja2 (tools/handouts_env.sh sets one up) and Chromium for the PDFs.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 from pathlib import Path
 
 from .results import GpuInfo
@@ -22,8 +23,9 @@ _ATTR = {"clock_khz": 13, "sm_count": 16, "mem_clock_khz": 36, "bus_width_bits":
          "cc_major": 75, "cc_minor": 76}
 
 
-def detect() -> GpuInfo:
-    """GPU 0 as the driver sees it; raises NoGpu."""
+def detect(index: int = 0) -> GpuInfo:
+    """GPU `index` (in PCI order, as nvidia-smi numbers them) as the driver sees it; raises NoGpu."""
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # read by libcuda when it starts
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -32,8 +34,10 @@ def detect() -> GpuInfo:
     count = ctypes.c_int(0)
     if rc != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
         raise NoGpu(f"no CUDA GPU: the driver found no usable device (cuInit returned {rc})")
+    if not 0 <= index < count.value:
+        raise NoGpu(f"no GPU {index}: this machine has {count.value} (0 to {count.value - 1})")
     dev = ctypes.c_int()
-    cuda.cuDeviceGet(ctypes.byref(dev), 0)
+    cuda.cuDeviceGet(ctypes.byref(dev), index)
     name = ctypes.create_string_buffer(256)
     cuda.cuDeviceGetName(name, 256, dev)
     vals = {}

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 import time
@@ -32,6 +31,9 @@ class Options:
     """A fixed secret for reproducible inputs (debugging the kit); None draws a fresh one."""
     keep: bool = False
     """Keep the work folder (plans, logs) instead of deleting it."""
+    gpus: Optional[tuple] = None
+    """The GPUs this grading uses (indices in PCI order), as a batch gives each grading its own; None:
+    the machine's default (GPU 0, or 0 and 1 for a two-GPU assignment)."""
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
@@ -106,7 +108,7 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
         return result
     t0 = time.monotonic()
     try:
-        result.cases = correctness(task, work, gpu.arch, opts.secret)
+        result.cases = correctness(task, work, gpu.arch, opts.secret, opts.gpus)
     except Forbidden as f:
         return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["correctness"] = time.monotonic() - t0
@@ -121,14 +123,14 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
 
     if task.sanitize:
         t0 = time.monotonic()
-        sanitize(task, work, result)
+        sanitize(task, work, result, opts.gpus)
         result.stage_seconds["sanitize"] = time.monotonic() - t0
         if result.verdict != Verdict.CORRECT:
             return result
 
     t0 = time.monotonic()
     try:
-        performance(task, work, gpu, opts.secret, result)
+        performance(task, work, gpu, opts.secret, result, opts.gpus)
     except Forbidden as f:
         return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["performance"] = time.monotonic() - t0
@@ -157,7 +159,7 @@ def _describe(task: Task, case_id: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Correctness.
 
-def correctness(task: Task, work: Path, arch: str, secret: Optional[int]) -> list:
+def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: Optional[tuple] = None) -> list:
     """One CaseResult per case. The judge runs the pending cases in order; after a fault the rest
     run with a fresh runner, after a timeout they are not run. Forbidden when the runner loaded a
     forbidden library."""
@@ -167,7 +169,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int]) -> lis
     while pending:
         attempt += 1
         plan = "".join(protocol.plan_line("case", c.id, c.seed, c.tol, c.reference, c.params) + "\n" for c in pending)
-        s = _session(task, work, arch, plan, f"correctness{attempt}", task.timeouts["case"], len(pending), secret)
+        s = _session(task, work, arch, plan, f"correctness{attempt}", task.timeouts["case"], len(pending), secret, gpus)
         for r in s.records:
             if r.get("event") == "done":
                 verdicts[r["case"]] = None  # ran to the end: the comparison decides
@@ -209,12 +211,12 @@ class Forbidden(Exception):
 
 
 def _session(task: Task, work: Path, arch: str, plan: str, label: str, case_limit: float, ncases: int,
-             secret: Optional[int]) -> judged.Session:
+             secret: Optional[int], gpus: Optional[tuple] = None) -> judged.Session:
     """The judge and the student's runner on `plan`; stopped when any one case runs longer than
     case_limit seconds. A failing judge is the kit's problem, not the student's: KitError."""
     args = ("--secret", str(secret)) if secret is not None else ()
     s = judged.run(build.checker_path(task, arch), plan, [str(work / "runner")], work, label, case_limit,
-                   case_limit * ncases + 60, view="run", read_only=(work / "runner",), judge_args=args)
+                   case_limit * ncases + 60, view="run", read_only=(work / "runner",), judge_args=args, gpus=gpus)
     _judge_failed(task, s)
     bad = next((r for r in s.records if r.get("event") == "forbidden_library"), None)
     if bad:
@@ -280,11 +282,12 @@ def explain(rec: dict, tol: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # Performance.
 
-def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult) -> None:
+def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
+                gpus: Optional[tuple] = None) -> None:
     """Times every graded case; the performance points are the mean of theirs. The first failure
     (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
     for graded in task.graded:
-        perf = _time_one(task, work, gpu, graded, secret, result)
+        perf = _time_one(task, work, gpu, graded, secret, result, gpus)
         if perf is None:
             return
         result.performance.append(perf)
@@ -296,12 +299,13 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
         for p in result.performance)
 
 
-def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int], result: GradeResult) -> Optional[Performance]:
+def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int], result: GradeResult,
+              gpus: Optional[tuple] = None) -> Optional[Performance]:
     g = graded.case
     line = protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params,
                               warmup=graded.warmup, runs=graded.runs)
     limit = task.timeouts["timed"]
-    s = _session(task, work, gpu.arch, line + "\n", f"timed-{g.id}", limit, 1, secret)
+    s = _session(task, work, gpu.arch, line + "\n", f"timed-{g.id}", limit, 1, secret, gpus)
     timed = next((r for r in s.records if r.get("event") == "timed"), None)
     if s.timed_out:
         return _perf_fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {limit} s")
@@ -331,7 +335,7 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
                        baseline_name=task.data["performance"].get("baseline", ""),
                        judge_read_ms=timed.get("hand_ms"))
 
-    for name, timing in _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup):
+    for name, timing in _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus):
         perf.baselines.append(Baseline(name, work_units / (timing.median_ms / 1e3), timing))
     primary = next((b for b in perf.baselines if b.name == perf.baseline_name), None)
     if primary:
@@ -375,13 +379,14 @@ def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
     return None
 
 
-def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmup: int) -> list:
+def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmup: int,
+               gpus: Optional[tuple] = None) -> list:
     """(library route, Timing) for every route, each served by the checker and timed by the judge
     exactly as the student's code is."""
     checker = build.checker_path(task, arch)
     limit = task.timeouts["timed"] * 4
     s = judged.run(checker, plan, [str(checker), "serve"], work, f"baseline-{case_id}", limit, limit, view=None,
-                   judge_args=("--baseline",))
+                   judge_args=("--baseline",), gpus=gpus)
     _judge_failed(task, s)
     routes = [(r["library"], Timing([float(t) for t in r["times_ms"]], warmup))
               for r in s.records if r.get("event") == "baseline"]

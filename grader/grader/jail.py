@@ -21,6 +21,7 @@ jail: find() says why in one line, and batch and Gradescope grading refuse to ru
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -92,9 +93,12 @@ class Jail:
             for d, _, _ in os.walk(work):
                 os.chown(d, self.limits.drop_to, self.limits.drop_to, follow_symlinks=False)
 
-    def command(self, cmd: list, work: Path, view: str, read_only: tuple = ()) -> list:
+    def command(self, cmd: list, work: Path, view: str, read_only: tuple = (), gpus: Optional[tuple] = None) -> list:
         """bwrap's command line that runs `cmd` in `work` (bound read-write, at its own path) with the
-        given view ("compile", "run" or "sanitize") and the extra files or folders `read_only`."""
+        given view ("compile", "run" or "sanitize") and the extra files or folders `read_only`. With
+        `gpus` (as CUDA_VISIBLE_DEVICES names them), a run sees only those GPUs' device nodes where
+        they are numbers: the driver then shows it those GPUs alone, whatever the program sets in its
+        environment; GPUs named otherwise (UUIDs) are chosen through CUDA_VISIBLE_DEVICES."""
         a = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
              "--new-session", "--cap-drop", "ALL", "--uid", str(NOBODY), "--gid", str(NOBODY),
              "--hostname", "jail", "--clearenv",
@@ -111,8 +115,13 @@ class Jail:
         elif view in ("run", "sanitize"):
             for lib in self.runtime:
                 a += _ro(lib)
+            by_node = gpus is not None and all(g.isdigit() for g in gpus)
             for dev in self.devices:
-                a += ["--dev-bind", dev, dev]
+                if not by_node or not _gpu_node(dev) or _gpu_node(dev) in {str(int(g)) for g in gpus}:
+                    a += ["--dev-bind", dev, dev]
+            a += ["--setenv", "CUDA_DEVICE_ORDER", "PCI_BUS_ID"]
+            if gpus is not None and not by_node:
+                a += ["--setenv", "CUDA_VISIBLE_DEVICES", ",".join(gpus)]
             if view == "sanitize" and self.sanitizer:
                 a += _ro(self.sanitizer)
         else:
@@ -137,6 +146,12 @@ class Jail:
             "disk": lim.describe_disk(),
             "environment": "cleared: PATH, LANG, HOME and TMPDIR only",
         }
+
+
+def _gpu_node(dev: str) -> str:
+    """"3" for /dev/nvidia3; "" for the driver's other nodes (nvidiactl, nvidia-uvm, ...)."""
+    m = re.fullmatch(r"/dev/nvidia(\d+)", dev)
+    return m.group(1) if m else ""
 
 
 def _ro(path) -> list:

@@ -98,10 +98,12 @@ JUDGE_LIMIT = 1800.0
 
 
 def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case_limit: float, total_limit: float,
-        view: Optional[str] = "run", read_only: tuple = (), judge_args: tuple = ()) -> Session:
+        view: Optional[str] = "run", read_only: tuple = (), judge_args: tuple = (),
+        gpus: Optional[tuple] = None) -> Session:
     """Judges `runner_cmd` (which gets the socket's descriptor number as its last argument) on the
     plan lines `plan`, which reach the judge through its standard input (a copy is kept in
-    work/LABEL.plan, for reading only: a runner can write there).
+    work/LABEL.plan, for reading only: a runner can write there). Both use the GPUs `gpus` (indices in
+    PCI order; None: the machine's default).
     The grader stops both when the runner holds a case for `case_limit` seconds with no record, or
     after `total_limit` (the judge's own work between "done" and "checked" counted in neither)."""
     sandbox.seal()
@@ -116,7 +118,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
     try:
         try:
             judge = sandbox.Proc(cmd, work, work / f"{label}-judge.log", pass_fds=(mine.fileno(), wfd),
-                                 stdin=plan.encode())
+                                 stdin=plan.encode(), gpus=gpus)
         finally:
             mine.close()
             os.close(wfd)
@@ -131,7 +133,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
         if any(r.get("event") == "ready" for r in lines.records) and not s.timed_out:
             try:
                 runner = sandbox.Proc([*runner_cmd, str(theirs.fileno())], work, work / f"{label}.log", view=view,
-                                      read_only=read_only, pass_fds=(theirs.fileno(),))
+                                      read_only=read_only, pass_fds=(theirs.fileno(),), gpus=gpus)
             finally:
                 theirs.close()
             last = time.monotonic()

@@ -89,20 +89,25 @@ class Proc:
     """A program started in its own process group, with stdout and stderr into `log`; with a `view`
     (it holds student code: "compile", "run" or "sanitize") and a jail set by confine(), inside that
     jail, with cwd as its only writable folder and `read_only` files added to its view. `pass_fds`
-    are handed to it open (the judge's socket); `stdin`, if given, is written to its standard input."""
+    are handed to it open (the judge's socket); `stdin`, if given, is written to its standard input.
+    `gpus` (indices in PCI order) are the GPUs it may use: in a jail, the only ones whose device
+    nodes it sees; outside one, those CUDA_VISIBLE_DEVICES names."""
 
     def __init__(self, cmd: list, cwd: Path, log: Path, env: dict = None, view: Optional[str] = None,
-                 read_only: tuple = (), pass_fds: tuple = (), stdin: Optional[bytes] = None):
+                 read_only: tuple = (), pass_fds: tuple = (), stdin: Optional[bytes] = None,
+                 gpus: Optional[tuple] = None):
         self.jail = _JAIL if view else None
         self.cwd = Path(cwd)
         self.group = None
         self.stopped_for = ""
         self.log = log
         if self.jail is not None:
-            cmd = self.jail.command(cmd, self.cwd, view, read_only)
+            cmd = self.jail.command(cmd, self.cwd, view, read_only, physical(gpus) if gpus is not None else None)
             env = {}
             self.group = self.jail.limits.group()
             self.jail.prepare(self.cwd)
+        elif gpus is not None:
+            env = {**(env if env is not None else os.environ), **gpu_env(gpus)}
         self.start = time.monotonic()
         self._next_disk = self.start
         protocol.clear(log)
@@ -154,11 +159,24 @@ class Proc:
         return Run(rc, timed_out, time.monotonic() - self.start, tail(self.log), self.stopped_for)
 
 
+def physical(gpus: tuple) -> list:
+    """The names of the GPUs `gpus` (indices among those this grader sees) for a program started from
+    here: where the grader was itself given some GPUs (CUDA_VISIBLE_DEVICES, as Slurm sets it), index i
+    is the i-th of those, else it is GPU i."""
+    given = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return [given[i] if i < len(given) else str(i) for i in gpus] if given else [str(i) for i in gpus]
+
+
+def gpu_env(gpus: tuple) -> dict:
+    """The environment that shows a CUDA program the GPUs `gpus` (indices this grader sees) alone."""
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(physical(gpus))}
+
+
 def run(cmd: list, cwd: Path, log: Path, timeout: float, env: dict = None, watchdog=None,
-        view: Optional[str] = None, read_only: tuple = ()) -> Run:
+        view: Optional[str] = None, read_only: tuple = (), gpus: Optional[tuple] = None) -> Run:
     """Run cmd in cwd (see Proc) until it ends. `watchdog()` is polled while it runs; when it returns
     True the process is stopped as timed out (used for per-case limits)."""
-    p = Proc(cmd, cwd, log, env=env, view=view, read_only=read_only)
+    p = Proc(cmd, cwd, log, env=env, view=view, read_only=read_only, gpus=gpus)
     timed_out = False
     try:
         while p.running():

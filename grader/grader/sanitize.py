@@ -12,7 +12,7 @@ from .tasks import Task
 
 
 
-def sanitize(task: Task, work: Path, result: GradeResult) -> None:
+def sanitize(task: Task, work: Path, result: GradeResult, gpus=None) -> None:
     """Runs the runner alone (its own arrays, one call per case) under each tool; a race is a verdict
     of its own even when the output was right, a memory error is a runtime error, and so is a run
     that does not end cleanly (a submission could kill the tool to hide what it found). Where
@@ -30,7 +30,8 @@ def sanitize(task: Task, work: Path, result: GradeResult) -> None:
         limit = task.timeouts.get("sanitize", 600)
         run = sandbox.run([exe, "--tool", tool, "--error-exitcode", str(_SANITIZER_FOUND), "--print-limit", "10",
                            "--log-file", str(log), str(work / "runner"), "--alone", str(plan)],
-                          work, work / f"sanitize-{tool}.out", timeout=limit, view="sanitize", read_only=(work / "runner",))
+                          work, work / f"sanitize-{tool}.out", timeout=limit, view="sanitize", read_only=(work / "runner",),
+                          gpus=gpus)
         what = f"{tool} ({case.describe()})"
         if run.timed_out:
             result.verdict, result.message = Verdict.TIMEOUT, f"under compute-sanitizer {what}: did not finish within {limit} s"

@@ -44,6 +44,13 @@ def judge(plan, sock, out, baseline):
         out.write(json.dumps(rec) + "\n")
         out.flush()
 
+    log = os.environ.get("KIT_FAKE_GPU_LOG")  # which GPU each judge was given, and when it ran
+    t0 = time.time()
+    if log:
+        time.sleep(float(os.environ.get("KIT_FAKE_SECONDS", "0")))
+        with open(log, "a") as f:
+            f.write(json.dumps({"gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": t0, "end": time.time()}) + "\n")
+
     plan = planned(plan)
     emit({"event": "ready"})
     s = socket.socket(fileno=sock)

@@ -89,7 +89,7 @@ def patches(folder: Path, calls: dict) -> dict:
             (build, "link_runner"): link_runner,
             (build, "checker_path"): lambda task, arch: checker,
             (grade, "gpu_stages"): gpu_stages,
-            (gpu_mod, "detect"): lambda: info}
+            (gpu_mod, "detect"): lambda index=0: info}
 
 
 if __name__ == "__main__":

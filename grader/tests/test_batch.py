@@ -17,7 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import batch, build, grade, jail, submissions, tasks
+from grader import batch, build, grade, jail, sandbox, submissions, tasks
+from grader import gpu as gpu_mod
+from grader.batch import gpus as batch_gpus
+from grader.results import GpuInfo
 
 import fake_kit as fake_kit_mod
 
@@ -254,11 +257,13 @@ def test_an_interrupted_batch_keeps_what_finished_and_resumes_with_the_rest(fake
         batch.main(args(subs, out, ("jobs", 1)))
     assert stopped.value.code == 130
     done = json.loads((out / "state.json").read_text())["done"]
-    assert sorted(done) == ["alice/trmm", "bob/trmm"]  # one build at a time: in order, carol was cut short
+    # One build at a time, one GPU: alice and bob were graded, carol was cut short (erin, who does not
+    # build, may have been recorded meanwhile).
+    assert {"alice/trmm", "bob/trmm"} <= set(done) and "carol/trmm" not in done
     monkeypatch.setattr(grade, "gpu_stages", real)
     before = len(fake_kit["gpu"])
     assert batch.main(args(subs, out)) == 0
-    assert fake_kit["gpu"][before:] == [f"carol.tar.gz: carol/kernel.cu"]  # then erin, who does not build
+    assert fake_kit["gpu"][before:] == [f"carol.tar.gz: carol/kernel.cu"]
     assert len(json.loads((out / "state.json").read_text())["done"]) == 4
 
 
@@ -467,3 +472,64 @@ def test_repeated_terms_stop_a_batch_once(monkeypatch):
         batch._interrupt(15, None)
     batch._interrupt(15, None)  # the second TERM of a Slurm time limit: ignored while what finished is saved
     batch._interrupted = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Several GPUs.
+
+def two_gpus(monkeypatch, names=("NVIDIA H200", "NVIDIA H200")):
+    base = json.loads((HERE / "fixtures" / "gpu_h200.json").read_text())
+    infos = [GpuInfo(**{**base, "name": n, "count": len(names)}) for n in names]
+    monkeypatch.setattr(gpu_mod, "detect", lambda index=0: infos[index])
+
+
+def test_a_batch_on_two_gpus_grades_two_submissions_at_once_each_judge_on_a_gpu_of_its_own(
+        fake_kit, tmp_path, monkeypatch):
+    subs = make_class(tmp_path)
+    assert batch.main(args(subs, tmp_path / "one")) == 0
+    two_gpus(monkeypatch)
+    log = tmp_path / "gpu-log.jsonl"
+    monkeypatch.setenv("KIT_FAKE_GPU_LOG", str(log))
+    monkeypatch.setenv("KIT_FAKE_SECONDS", "0.3")
+    assert batch.main(args(subs, tmp_path / "two", ("jobs", 4))) == 0
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {r["gpus"] for r in runs} == {"0", "1"}  # one GPU each, both used
+    overlap = any(a["start"] < b["end"] and b["start"] < a["end"] and a["gpus"] != b["gpus"]
+                  for a in runs for b in runs if a is not b)
+    assert overlap, "no two gradings ran at once"
+    assert (tmp_path / "two" / "gradebook.csv").read_bytes() == (tmp_path / "one" / "gradebook.csv").read_bytes()
+
+
+def test_gpus_of_two_models_are_not_mixed_unless_asked(fake_kit, monkeypatch, capsys):
+    two_gpus(monkeypatch, ("NVIDIA H200", "NVIDIA H100 80GB HBM3"))
+    with pytest.raises(tasks.TaskError, match="different models"):
+        batch_gpus.choose([0, 1])
+    assert set(batch_gpus.choose([0, 1], mixed=True)) == {0, 1}
+    assert set(batch_gpus.choose(None, say=print)) == {0}  # by default, GPU 0's model only, and it says so
+    assert "left out" in capsys.readouterr().out
+
+
+def test_a_gpu_the_machine_does_not_have_is_refused_in_one_line(fake_kit, monkeypatch):
+    two_gpus(monkeypatch)
+    with pytest.raises(tasks.TaskError, match="there is no GPU 5"):
+        batch_gpus.choose([5])
+    with pytest.raises(tasks.TaskError, match="expected GPU numbers"):
+        batch_gpus.parse("0,x")
+
+
+def test_a_jailed_run_on_a_gpu_sees_that_gpus_device_node_alone(monkeypatch):
+    j = jail.Jail(bwrap="bwrap", toolkit=Path("/usr/local/cuda"), include=Path("/tmp"),
+                  devices=["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"])
+    cmd = " ".join(j.command(["runner"], Path("/tmp/w"), "run", gpus=["1"]))
+    assert "--dev-bind /dev/nvidia1 " in cmd and "/dev/nvidia0" not in cmd
+    assert "--dev-bind /dev/nvidiactl" in cmd and "--dev-bind /dev/nvidia-uvm" in cmd
+    by_uuid = " ".join(j.command(["runner"], Path("/tmp/w"), "run", gpus=["GPU-1234"]))
+    assert "/dev/nvidia0" in by_uuid and "--setenv CUDA_VISIBLE_DEVICES GPU-1234" in by_uuid
+
+
+def test_gpus_given_to_the_grader_by_slurm_are_the_ones_its_programs_get(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert sandbox.physical((1,)) == ["3"]
+    assert sandbox.gpu_env((0,))["CUDA_VISIBLE_DEVICES"] == "2"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert sandbox.physical((1,)) == ["1"]

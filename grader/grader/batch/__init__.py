@@ -1,12 +1,14 @@
 """The batch verb: a whole class graded at once.
 
   python -m grader batch DIR [--out DIR] [--jobs N] [--regrade STUDENT ...] [--regrade-all]
-                             [--assignments a b ...] [--timed-runs N] [--no-reference]
+                             [--assignments a b ...] [--timed-runs N] [--no-reference] [--gpus 0,2]
+                             [--similarity] [--slurm ... | --status | --shard I/N]
 
 DIR holds one entry per student (see submissions.py for the layouts and how files are matched to
 assignments). Builds run in parallel on the CPU cores; the GPU stages (correctness, races,
-performance) run one submission at a time, so that no two timings share the GPU. Hidden cases are
-included. Each submission is graded in its own work folder, its programs in the sandbox's jail.
+performance) run one submission per GPU at once (gpus.py), so that no two timings share a GPU; on
+a cluster, as a Slurm job array (slurm.py). Hidden cases are included. Each submission is graded in
+its own work folder, its programs in the sandbox's jail.
 
 Under --out (default grades/batch):
   gradebook.csv                  one row per student: a column per assignment, the total, notes
@@ -23,13 +25,13 @@ Under --out (default grades/batch):
                                  other, the reference or the lecture's examples (similarity.py)
 Everything is written as each submission finishes, each file whole or not at all.
 
-One module per job: scheduling.py (the to-do list, builds in parallel, GPU stages one at a time, the
-jail), state.py (state.json), outputs.py (records, gradebook, summary), reports.py (per-student
-reports), progress.py (the progress line).
+One module per job: scheduling.py (the to-do list, builds in parallel, GPU stages one per GPU, the
+jail), gpus.py (which GPUs, handed out), state.py (state.json), outputs.py (records, gradebook,
+summary), reports.py (per-student reports), progress.py (the progress line), slurm.py (the cluster).
 """
 from __future__ import annotations
 
-import os  # noqa: F401  (os._exit, which an interrupted batch calls, is reached through here in tests)
+import os
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,7 @@ from typing import Optional
 from .. import gpu as gpu_mod, jail, similarity, tasks
 from ..limits import Limits
 from ..report import atomic_write  # noqa: F401
+from . import gpus as gpus_mod
 from .outputs import gradebook_csv  # noqa: F401
 
 
@@ -64,6 +67,12 @@ class Options:
     """Progress updated in place (default: when stderr is a terminal)."""
     shard: Optional[tuple] = None
     """(i, n): grade only the i-th of n shares of the class (1-based), as one task of a Slurm array."""
+    gpus: Optional[list] = None
+    """The GPUs to grade on, one grading each at once (None: every GPU of GPU 0's model)."""
+    mixed_gpus: bool = False
+    """Allow GPUs of different models in one batch (each record names its own)."""
+    gpu_infos: Optional[dict] = None
+    """{index: GpuInfo} of the GPUs chosen (filled in by main)."""
 
 
 def main(args) -> int:
@@ -71,7 +80,9 @@ def main(args) -> int:
         submissions=Path(args.submissions), out=Path(args.out or tasks.ROOT / "grades" / "batch"), jobs=args.jobs or 0,
         assignments=args.assignments or [], regrade=args.regrade or [], regrade_all=args.regrade_all,
         timed_runs=args.timed_runs or 0, reference=not args.no_reference, isolation=not args.no_isolation,
-        memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)))
+        memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)),
+        gpus=gpus_mod.parse(getattr(args, "gpus", None)),
+        mixed_gpus=getattr(args, "mixed_gpus", False))
     if getattr(args, "slurm", False) or getattr(args, "status", False) or getattr(args, "merge", None):
         from . import slurm  # the cluster route: submit, see progress, merge
         return slurm.main(args, opts)
@@ -84,7 +95,8 @@ def main(args) -> int:
     similar = getattr(args, "similarity", False)
     if similar:
         similarity.require()  # likewise: a report that cannot be made is said before the grading
-    info = gpu_mod.detect()
+    opts.gpu_infos = gpus_mod.choose(opts.gpus, opts.mixed_gpus)
+    info = next(iter(opts.gpu_infos.values()))
     global _interrupted
     _interrupted = False
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a TERM stops it like Ctrl-C: what finished is kept

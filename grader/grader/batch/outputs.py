@@ -107,7 +107,7 @@ class Outputs:
                 stats[s] = {"count": len(v), "total_s": sum(v), "mean_s": sum(v) / len(v), "max_s": max(v)}
                 lines.append(f"{s:<12} {len(v):>11} {sum(v):>9.1f} {sum(v) / len(v):>8.2f} {max(v):>8.2f}")
         lines.append(f"wall time of this run: {fmt_s(wall)} ({wall:.1f} s), {self.done} graded in it; builds in parallel on {self.opts.jobs or os.cpu_count()} "
-                     f"workers, GPU stages one at a time")
+                     f"workers, GPU stages one per GPU on {len(self.gpus)} GPU{'s' if len(self.gpus) > 1 else ''}")
         lines.append(f"outputs: {self.out}")
         summary = {"wall_s": wall, "graded_this_run": self.done, "stages": stats, "gpu": self.gpu.name,
                    "isolation": self.isolation,

@@ -3,6 +3,7 @@ cores, the GPU stages one submission at a time, the jail every program holding s
 and the reference graded once per GPU for the plots."""
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from ..limits import Limits
 from ..results import GpuInfo
 from . import Options, in_shard
 from .outputs import Outputs
+from .gpus import Pool
 from .progress import Progress
 from .state import State, now, plain
 
@@ -97,6 +99,8 @@ class Batch(State, Outputs, Progress):
         self.jail = None
         self.isolation = {}
         self.steps = Steps()
+        self.gpus = Pool(opts.gpu_infos or {0: gpu})
+        self.finishing = threading.Lock()  # one submission's outputs written at a time
 
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> int:
@@ -151,20 +155,26 @@ class Batch(State, Outputs, Progress):
         self.total, self.started = len(todo), time.monotonic()
         jobs = self.opts.jobs or os.cpu_count() or 1
         pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="build")
+        gpu_pool = ThreadPoolExecutor(max_workers=len(self.gpus), thread_name_prefix="gpu")
         interrupted = False
         try:
             futures = [pool.submit(self._build, j) for j in todo]
             if o.reference:
                 self._references(needed, work_root)
+            on_gpus = []
             for fut in as_completed(futures):
                 job = fut.result()
                 if job.built and not job.error:
-                    self._gpu(job)
-                self._finish(job)
+                    on_gpus.append(gpu_pool.submit(self._gpu_and_finish, job))
+                else:
+                    self._finish(job)
+            for fut in on_gpus:
+                fut.result()
         except KeyboardInterrupt:
             interrupted = True
         finally:
             pool.shutdown(wait=not interrupted, cancel_futures=True)
+            gpu_pool.shutdown(wait=not interrupted, cancel_futures=True)
         if interrupted:
             self._progress(final=True)
             self._say(f"batch: interrupted after {self.done} of {self.total}; what finished is saved: run the "
@@ -219,12 +229,24 @@ class Batch(State, Outputs, Progress):
         job.result.submission = f"{job.entry.source}: {job.entry.shown.get(job.assignment, '')}"
         return grade.build_stage(task, job.src, self.gpu.arch, job.work, job.result)
 
-    def _gpu(self, job: Job) -> None:
+    def _gpu_and_finish(self, job: Job) -> None:
+        """The GPU stages on GPUs of their own (as many as the assignment needs), then the outputs."""
+        ids = self.gpus.acquire(self.tasks[job.assignment].gpus_required)
+        try:
+            self._gpu(job, ids)
+        except KeyboardInterrupt:
+            _thread.interrupt_main()  # the batch stops as on Ctrl-C; this grading is not saved
+            return
+        finally:
+            self.gpus.release(ids)
+        self._finish(job)
+
+    def _gpu(self, job: Job, ids: tuple) -> None:
         t0 = time.monotonic()
         task = self.tasks[job.assignment]
         try:
             with self.steps.shared():
-                grade.gpu_stages(task, job.work, self.gpu, grade.Options(), job.result)
+                grade.gpu_stages(task, job.work, self.gpus.info(ids), grade.Options(gpus=ids), job.result)
         except NoGpu as e:
             if self._gpu_works():
                 # The device is fine: the submission's own process ended with the runner's "no GPU" status.
@@ -261,8 +283,9 @@ class Batch(State, Outputs, Progress):
             if not src.is_file():
                 continue
             t0 = time.monotonic()
+            ids = self.gpus.first(self.tasks[a].gpus_required)
             try:
-                r = grade.grade(self.tasks[a], src, self.gpu)
+                r = grade.grade(self.tasks[a], src, self.gpus.info(ids), grade.Options(gpus=ids))
             except Exception as e:  # noqa: BLE001
                 self._say(f"batch: the reference of {a} could not be graded ({e}); its plots show no reference")
                 continue
@@ -278,6 +301,10 @@ class Batch(State, Outputs, Progress):
 
     # -- when one finishes ------------------------------------------------------------------------
     def _finish(self, job: Job) -> None:
+        with self.finishing:
+            self._finish_one(job)
+
+    def _finish_one(self, job: Job) -> None:
         e, a = job.entry, job.assignment
         task = self.tasks[a]
         rec, rec_path = self._write_record(job)
