@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -226,6 +227,10 @@ def _session(task: Task, work: Path, arch: str, plan: str, label: str, case_limi
 
 
 def _judge_failed(task: Task, s: judged.Session) -> None:
+    if s.judge is not None and s.judge.returncode in (-signal.SIGTERM, -signal.SIGINT):
+        # Stopped from outside (Ctrl-C, a TERM from scancel or a time limit reaches every process of
+        # the job): no verdict, the grading stops as the grader does.
+        raise KeyboardInterrupt
     if s.judge is None or s.timed_out or s.judge.returncode in (0, -9):
         return
     raise build.KitError(f"the {task.name} judge failed (exit {s.judge.returncode}):\n{s.judge.output}")

@@ -533,3 +533,11 @@ def test_gpus_given_to_the_grader_by_slurm_are_the_ones_its_programs_get(monkeyp
     assert sandbox.gpu_env((0,))["CUDA_VISIBLE_DEVICES"] == "2"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert sandbox.physical((1,)) == ["1"]
+
+
+def test_a_judge_stopped_by_a_term_from_outside_stops_the_grading_without_a_verdict(fake_kit):
+    from grader import judged
+    s = judged.Session(records=[{"event": "start", "case": "n1"}], runner=sandbox.Run(-15, False, 1, ""),
+                       judge=sandbox.Run(-15, False, 1, ""))
+    with pytest.raises(KeyboardInterrupt):
+        grade._judge_failed(tasks.load("trmm"), s)

@@ -101,6 +101,7 @@ class Batch(State, Outputs, Progress):
         self.steps = Steps()
         self.gpus = Pool(opts.gpu_infos or {0: gpu})
         self.finishing = threading.Lock()  # one submission's outputs written at a time
+        self.stopping = False  # interrupted: gradings still running on the GPUs are not recorded
 
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> int:
@@ -176,6 +177,8 @@ class Batch(State, Outputs, Progress):
             pool.shutdown(wait=not interrupted, cancel_futures=True)
             gpu_pool.shutdown(wait=not interrupted, cancel_futures=True)
         if interrupted:
+            with self.finishing:  # from here on, a grading cut short (its work folder going) records nothing
+                self.stopping = True
             self._progress(final=True)
             self._say(f"batch: interrupted after {self.done} of {self.total}; what finished is saved: run the "
                       f"same command again to go on from there")
@@ -302,7 +305,8 @@ class Batch(State, Outputs, Progress):
     # -- when one finishes ------------------------------------------------------------------------
     def _finish(self, job: Job) -> None:
         with self.finishing:
-            self._finish_one(job)
+            if not self.stopping:
+                self._finish_one(job)
 
     def _finish_one(self, job: Job) -> None:
         e, a = job.entry, job.assignment
