@@ -21,6 +21,7 @@ SIMILARITY needs nothing new.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import itertools
 import json
@@ -76,13 +77,20 @@ class Result:
     threshold: float
 
 
+def _stable_hash(text: str) -> int:
+    """The k-grams' hash: the same in every run (Python's own hash() of a string changes from one
+    process to the next, and with it which fingerprints winnowing keeps, and the scores)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little", signed=True)
+
+
 def _copydetect():
     try:
         import copydetect  # noqa: F401  (imported here: only this verb needs it)
-        from copydetect import CodeFingerprint, compare_files
+        from copydetect import CodeFingerprint, compare_files, utils
         from copydetect.utils import highlight_overlap
     except ImportError:
         raise tasks.TaskError("the similarity report needs copydetect: python3 -m pip install copydetect") from None
+    utils.hash = _stable_hash  # what its hashed_kgrams() calls: a report is the same however often it is made
     return CodeFingerprint, compare_files, highlight_overlap
 
 

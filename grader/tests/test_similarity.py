@@ -4,7 +4,10 @@ renamed, reordered and re-commented, a changed constant, a copy of the hidden re
 lecture kernel). Every planted copy must be reported, against what it was copied from, and no pair of
 independent solutions. No GPU needed."""
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -217,3 +220,14 @@ def test_the_verb_on_a_folder_that_is_not_a_batchs_output_says_so(tmp_path, caps
     from grader import cli
     assert cli.main(["similarity", str(tmp_path)]) == 2
     assert "is not a batch's output" in capsys.readouterr().err
+
+
+def test_the_same_class_gives_the_same_scores_in_another_process(reported):
+    code = ("import json, sys; from pathlib import Path; from grader import similarity; "
+            "r = similarity.compare('trmm', {k: Path(v) for k, v in json.loads(sys.argv[1]).items()}); "
+            "print(json.dumps([[p.a, p.b, round(p.score, 6)] for p in r.pairs]))")
+    students = {s: str(p) for s, (a, p) in reported.subs.items() if a == "trmm"}
+    runs = [subprocess.run([sys.executable, "-c", code, json.dumps(students)], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT / "grader"), "PYTHONHASHSEED": seed},
+                           check=True).stdout for seed in ("1", "2")]
+    assert runs[0] == runs[1] and json.loads(runs[0])
