@@ -12,21 +12,7 @@
 # The grader (grader/, plain Python 3) calls `make harness` to build the harness once per GPU
 # architecture; it compiles and links each submission itself (grader/grader/build.py).
 
-ASSIGNMENTS := $(shell sed -e 's/\#.*//' assignments/registry.txt)
-A ?= $(ASSIGNMENTS)
-PYTHON ?= python3
-GRADER := PYTHONPATH=$(CURDIR)/grader $(PYTHON) -m grader
-NVCC ?= nvcc
-# The local GPU's architecture (sm_90 where there is none); CI compiles for this one only.
-ARCH ?= $(shell $(GRADER) arch 2>/dev/null || echo sm_90)
-BUILD := build/$(ARCH)
-NVCCFLAGS := -std=c++17 -O3 -arch=$(ARCH) -Iharness/include -Xcompiler -Wall
-HEADERS := $(wildcard harness/include/*.cuh harness/include/*.h)
-# An assignment's headers (a problem may share another's, as jacobi_2gpu does jacobi's).
-PROBLEM_HEADERS := $(wildcard assignments/*/*.h assignments/*/*.cuh)
-
-# Keep the objects the grader links against.
-.SECONDARY:
+include harness/harness.mk
 
 .PHONY: all grade test test-cpp test-python harness clean help slides-bench handouts dist bench
 all: help
@@ -34,7 +20,7 @@ help:
 	@sed -n '3,10p' Makefile
 
 grade:
-	@$(GRADER) grade $(A) $(if $(SUBMISSION),--submission $(SUBMISSION)) $(if $(filter 1 yes true,$(HIDDEN)),--hidden)
+	@$(call grade_cmd,$(if $(filter 1 yes true,$(HIDDEN)),--hidden))
 
 test:
 	@sh tools/test.sh
@@ -68,40 +54,6 @@ batch:
 handouts dist:
 	@py=$$(sh tools/handouts_env.sh) && PYTHONPATH=$(CURDIR)/grader $$py -m grader $@ \
 	    $(if $(filter handouts,$@),$(if $(HANDOUTS_OUT),--out $(HANDOUTS_OUT)),$(if $(DIST_OUT),--out $(DIST_OUT)))
-
-# ---------------------------------------------------------------------------------------------
-# The harness, per assignment: the checker (a whole program, no student code: the judge and the
-# library server) and the runner's problem object, linked with a student's kernel.o and the runner's
-# library (librunner.a) at grading time.
-RUNNER_PARTS := common wire shared_arrays serve runner
-CHECKER_PARTS := common wire shared_arrays serve check truth hand judge checker
-
-harness: $(foreach a,$(A),$(BUILD)/$(a)/checker $(BUILD)/$(a)/problem_runner.o) \
-         $(BUILD)/harness/librunner.a $(BUILD)/harness/gpu_probe
-
-$(BUILD)/harness/%.o: harness/src/%.cu $(HEADERS)
-	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-
-$(BUILD)/harness/librunner.a: $(foreach p,$(RUNNER_PARTS),$(BUILD)/harness/$(p).o)
-	@rm -f $@
-	$(NVCC) -lib $^ -o $@
-
-$(BUILD)/%/problem_runner.o: assignments/%/problem.cu $(HEADERS) $(PROBLEM_HEADERS)
-	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -DKIT_RUNNER -c $< -o $@
-
-$(BUILD)/%/problem_checker.o: assignments/%/problem.cu $(HEADERS) $(PROBLEM_HEADERS)
-	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -c $< -o $@
-
-$(BUILD)/%/checker: $(BUILD)/%/problem_checker.o $(foreach p,$(CHECKER_PARTS),$(BUILD)/harness/$(p).o)
-	$(NVCC) -arch=$(ARCH) -Xcompiler -fopenmp $^ -lcublas -o $@
-
-# Linked as a runner is (build.py links each submission's kernel.o with the objects above the same
-# way): batch grading learns from it which libraries a runner loads, and checks the GPU in the jail.
-$(BUILD)/harness/gpu_probe: $(BUILD)/harness/gpu_probe.o $(BUILD)/harness/common.o
-	$(NVCC) -arch=$(ARCH) $^ -o $@
 
 # ---------------------------------------------------------------------------------------------
 # C++ tests (Catch2, host code only): the harness's helpers and every assignment's CPU reference.

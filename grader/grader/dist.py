@@ -2,13 +2,13 @@
 
   python -m grader dist [--out FILE] [--no-pdf]   (make dist; default build/dist/cuda-kit-student.tar.gz)
 
-In it: the Makefile, harness/, the grader package, assignments/registry.txt and gpus.json, and per
+In it: a Makefile of student targets only (harness/Makefile.student), harness/ (without its tests), the grader package, assignments/registry.txt and gpus.json, and per
 assignment its task.json (hidden cases removed), problem.cu and headers; student_template/; the
 rendered handouts (Markdown, HTML, PDF and their index); and a README for students rendered from
 handouts/README.student.md.j2.
 
 Not in it: reference/ (the solutions), hidden cases (their ids, sizes and seeds), the known-wrong
-submissions of assignments/<name>/tests/, the kit's own tests (grader/tests, tools/, .ci/), the
+submissions of assignments/<name>/tests/, the kit's own tests (grader/tests, harness/tests, tools/, .ci/), the
 instructors' notes (assignments/README.md), and slides_examples/ (the lectures' kernels: some are
 close to the answers of matmul and conv1d; they go out with the slides, when the course decides).
 """
@@ -72,8 +72,9 @@ def stage(dest: Path, root: Path = tasks.ROOT, pdf: bool = True) -> Path:
     kit = dest / NAME
     kit.mkdir(parents=True)
     names = tasks.registry(root)
-    _copy(root / "Makefile", kit / "Makefile")
+    _copy(root / "harness" / "Makefile.student", kit / "Makefile")  # student targets only
     _copy(root / "harness", kit / "harness")
+    shutil.rmtree(kit / "harness" / "tests")  # the kit's own tests stay with the course
     for py in sorted((root / "grader" / "grader").glob(GRADER_FILES)):
         _copy(py, kit / "grader" / "grader" / py.name)
     for f in ("registry.txt", "gpus.json"):

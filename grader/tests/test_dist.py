@@ -91,6 +91,7 @@ def test_the_kit_has_no_reference_tests_ci_tools_or_slides_folders(kit):
         assert parts[0] not in ("tools", ".ci", "slides_examples", "build", "grades", ".venv"), parts
         assert not (parts[0] == "assignments" and len(parts) > 2 and parts[2] == "tests"), parts
         assert not (parts[0] == "grader" and parts[1] != "grader"), parts  # the package, not its tests
+        assert parts[:2] != ("harness", "tests"), parts
         assert "__pycache__" not in parts
     assert not (kit / "assignments" / "README.md").exists()
 
@@ -271,3 +272,24 @@ def test_make_grade_in_the_kit_without_a_gpu_says_there_is_no_gpu(kit):
     r = subprocess.run([sys.executable, "-m", "grader", "grade", "reduce"], cwd=kit, capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(kit / "grader")), timeout=300)
     assert r.returncode == 2 and r.stderr.startswith("grader: no CUDA GPU"), r.stderr
+
+
+def test_every_target_the_kits_make_help_names_works_there_and_none_is_the_instructors(kit):
+    shown = subprocess.run(["make", "-s", "-C", str(kit), "help"], capture_output=True, text=True, check=True).stdout
+    targets = sorted({line.split()[2] for line in shown.splitlines() if line.strip().startswith("#   make ")})
+    assert targets == ["clean", "grade", "harness"], shown
+    for t in targets:
+        r = subprocess.run(["make", "-n", "-C", str(kit), t, "A=reduce", "ARCH=sm_90"], capture_output=True, text=True)
+        assert r.returncode == 0, (t, r.stderr)
+    for word in ("test", "handouts", "dist", "batch", "bench", "slides", "HIDDEN"):
+        assert word not in shown, word
+
+
+@pytest.mark.parametrize("grader_exit,make_ok", [(0, True), (1, True), (2, False)])
+def test_make_grade_ends_cleanly_once_a_grading_completed_whatever_the_score(kit, tmp_path, grader_exit, make_ok):
+    fake = tmp_path / "python3"  # stands for the grader: "arch" answers, "grade" ends with grader_exit
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *" arch"*) echo sm_90;; *) echo "Score: 60 / 100"; exit {grader_exit};; esac\n')
+    fake.chmod(0o755)
+    r = subprocess.run(["make", "-C", str(kit), "grade", "A=reduce", f"PYTHON={fake}"], capture_output=True, text=True)
+    assert (r.returncode == 0) == make_ok, r.stdout + r.stderr
+    assert ("make: ***" in r.stderr) == (not make_ok), r.stderr

@@ -34,7 +34,7 @@ TIMED = "timed id=big seed=22 rtol=1e-12 reference=cpu warmup=1 runs=3 n=65536\n
 
 
 def _parts(name: str) -> list:
-    text = (ROOT / "Makefile").read_text()
+    text = (ROOT / "harness" / "harness.mk").read_text()
     return re.search(rf"^{name} := (.*)$", text, re.M).group(1).split()
 
 
