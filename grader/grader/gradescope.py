@@ -118,8 +118,23 @@ def results_json(records: list, task_of: dict, missing: list = (), output: str =
         "output": "\n".join(lines),
         "stdout_visibility": "hidden",
         "tests": tests,
+        "leaderboard": leaderboard(records),
         "extra_data": {"verdicts": {r["assignment"]: r.get("verdict") for r in records}},
     }
+
+
+def leaderboard(records: list) -> list:
+    """Gradescope's leaderboard entries: each graded case's rate, for submissions correct and scored
+    (a rate that is not a measurement, or of wrong output, is no entry)."""
+    out = []
+    for rec in records:
+        if rec.get("verdict") != "correct":
+            continue
+        perf = rec.get("performance", [])
+        for p in perf:
+            label = f"{rec['assignment']} {p.get('metric', '')}" + (f" ({p.get('case_id')})" if len(perf) > 1 else "")
+            out.append({"name": label.strip(), "value": round(float(p.get("rate", 0.0)), 1), "order": "desc"})
+    return out
 
 
 def write_json(data: dict, path: Path) -> None:

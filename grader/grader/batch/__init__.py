@@ -12,6 +12,7 @@ its own work folder, its programs in the sandbox's jail.
 
 Under --out (default grades/batch):
   gradebook.csv                  one row per student: a column per assignment, the total, notes
+  gradebook-canvas.csv, gradebook-moodle.csv   the same scores in the layouts Canvas and Moodle import
   records/<student>/<a>.json     the full record of each grading (GradeResult, plus a "batch" part)
   reports/<student>.md, .html    per student: verdicts, cases, and their rate against the
                                  reference and the library on this GPU (an SVG plot)

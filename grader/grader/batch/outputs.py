@@ -79,6 +79,9 @@ class Outputs:
     def _write_gradebook(self) -> None:
         with self.lock:
             atomic_write(self.out / "gradebook.csv", gradebook_csv(self.state, list(self.tasks)))
+            maxima = {a: t.max_score for a, t in self.tasks.items()}
+            atomic_write(self.out / "gradebook-canvas.csv", canvas_csv(self.state, maxima))
+            atomic_write(self.out / "gradebook-moodle.csv", moodle_csv(self.state, list(self.tasks)))
 
     def _summary(self, entries: list, wall: float) -> str:
         rows, stage_tot = [], {s: [] for s in STAGES}
@@ -152,3 +155,49 @@ def gradebook_csv(state: dict, assignments: list) -> str:
     return buf.getvalue()
 
 
+
+
+def _rows(state: dict, assignments: list):
+    """(member, entry info, {assignment: score or None}) per student (each member of a group)."""
+    for student in sorted(state["entries"], key=str.lower):
+        info = state["entries"][student]
+        scores = {a: state["done"][f"{student}/{a}"]["score"] if f"{student}/{a}" in state["done"] else None
+                  for a in assignments}
+        for m in info.get("members") or [{"id": student, "name": info.get("name", "")}]:
+            yield m, info, scores
+
+
+def _cell(score) -> str:
+    return "" if score is None else f"{round(score, 2):g}"
+
+
+def canvas_csv(state: dict, maxima: dict) -> str:
+    """Canvas's gradebook import layout: Student, ID, SIS User ID, SIS Login ID, Section, then a column
+    per assignment, and a "Points Possible" row. Canvas matches a row by ID (its user id: known where the
+    class came from a Canvas bulk download), SIS User ID or SIS Login ID (an e-mail address); a column
+    whose name is not an existing assignment's becomes a new one."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *maxima])
+    w.writerow(["    Points Possible", "", "", "", "", *(f"{m:g}" for m in maxima.values())])
+    for m, info, scores in _rows(state, list(maxima)):
+        ident = m.get("id") or ""
+        canvas_id = ident if info.get("layout") == "canvas" else ""
+        login = m.get("email") or (ident if "@" in ident else "")
+        sis = ident if not canvas_id and ident != login else ""
+        w.writerow([m.get("name") or info.get("name", ""), canvas_id, sis, login, "",
+                    *(_cell(scores[a]) for a in maxima)])
+    return buf.getvalue()
+
+
+def moodle_csv(state: dict, assignments: list) -> str:
+    """For Moodle's "Import grades: CSV file": one column to map students by (Identifier: Moodle's
+    participant id for a Moodle download, else the id the class gave; map it to the user field that
+    holds it), their e-mail address where known, and a column per assignment to map to a grade item."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["Identifier", "Email address", "Full name", *assignments])
+    for m, info, scores in _rows(state, assignments):
+        w.writerow([m.get("id") or "", m.get("email") or "", m.get("name") or info.get("name", ""),
+                    *(_cell(scores[a]) for a in assignments)])
+    return buf.getvalue()
