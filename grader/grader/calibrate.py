@@ -61,7 +61,7 @@ def measure(task: tasks.Task, info: GpuInfo, say=print) -> list:
             c = g.case
             plan = protocol.plan_line("timed", c.id, c.seed, c.tol, c.reference, c.params,  # the judge draws
                                       warmup=g.warmup, runs=g.runs) + "\n"                  # the seeds itself
-            routes = grade._baselines(task, work, info.arch, plan, c.id, g.warmup)
+            routes, _ = grade._baselines(task, work, info.arch, plan, c.id, g.warmup)
             units = task.work(c.params)
             rates = {name: units / (t.median_ms / 1e3) for name, t in routes}
             if primary not in rates:

@@ -332,15 +332,17 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
         if values:
             returned[name] = values[len(values) // 2]
     work_units = task.work(g.params, returned)
-    timing = Timing([float(t) for t in timed["times_ms"]], graded.warmup)
+    # The library's routes and the empty call, timed by the same judge once the runner is gone.
+    routes, overhead_ms = _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus)
+    timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params, returned)
     perf = Performance(g.id, g.params, task.metric, timing, rate,
                        gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
                        baseline_name=task.data["performance"].get("baseline", ""),
-                       judge_read_ms=timed.get("hand_ms"))
+                       judge_read_ms=overhead_ms)
 
-    for name, timing in _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus):
+    for name, timing in routes:
         perf.baselines.append(Baseline(name, work_units / (timing.median_ms / 1e3), timing))
     primary = next((b for b in perf.baselines if b.name == perf.baseline_name), None)
     if primary:
@@ -384,18 +386,27 @@ def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
     return None
 
 
+def without_overhead(times_ms: list, overhead_ms: float) -> list:
+    """Timed runs with the round trip of an empty call taken off (never below a nanosecond)."""
+    return [max(float(t) - overhead_ms, 1e-6) for t in times_ms]
+
+
 def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmup: int,
-               gpus: Optional[tuple] = None) -> list:
-    """(library route, Timing) for every route, each served by the checker and timed by the judge
-    exactly as the student's code is."""
+               gpus: Optional[tuple] = None) -> tuple:
+    """([(library route, Timing)], overhead ms): every route, served by the checker and timed by the
+    judge exactly as the student's code is, and the least time of an empty call through the same
+    round trip (the checker's, so that no student code can make it longer), taken off every route's
+    times here and off the student's by the caller."""
     checker = build.checker_path(task, arch)
     limit = task.timeouts["timed"] * 4
     s = judged.run(checker, plan, [str(checker), "serve"], work, f"baseline-{case_id}", limit, limit, view=None,
                    judge_args=("--baseline",), gpus=gpus)
     _judge_failed(task, s)
-    routes = [(r["library"], Timing([float(t) for t in r["times_ms"]], warmup))
+    empty = [min(r["times_ms"]) for r in s.records if r.get("event") == "overhead"]
+    overhead = float(empty[0]) if empty else 0.0
+    routes = [(r["library"], Timing(without_overhead(r["times_ms"], overhead), warmup))
               for r in s.records if r.get("event") == "baseline"]
     if s.timed_out or not routes or s.ended_early():
         log = sandbox.tail(work / f"baseline-{case_id}.log")
         raise build.KitError(f"timing the {task.name} baseline failed:\n{log}")
-    return routes
+    return routes, overhead

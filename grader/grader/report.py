@@ -37,7 +37,7 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
         out += ["", f"   Performance, {size}: {len(t.times_ms)} runs after {t.warmup} warm-up, "
                     f"fresh inputs and a flushed L2 each",
                 "     timed by the judge, a process without your code: from its call until your outputs were in "
-                "its hands", "     (every run's outputs checked" + (f"; its own read of them, {1000 * p.judge_read_ms:.0f} us, "
+                "its hands", "     (every run's outputs checked" + (f"; the round trip of an empty call, {1000 * p.judge_read_ms:.0f} us, "
                                                                   f"not counted)" if p.judge_read_ms else ")")]
         # Labels as wide as the longest baseline name ("copy of the same bytes"), so the rates line up.
         lw = max([11] + [len(b.name) for b in p.baselines])

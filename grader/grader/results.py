@@ -110,8 +110,9 @@ class Performance:
     """Performance points earned by this graded case, out of all of them (the task's score averages
     them over its graded cases)."""
     judge_read_ms: Optional[float] = None
-    """What the judge's own read of the outputs costs (measured before the runner started), taken off
-    every timed run."""
+    """What the judge's round trip costs (an empty call through it, served by the checker after the
+    runner is gone: ringing, the switches between GPU contexts, the judge's read), taken off every
+    timed run of the submission and of the library."""
 
 
 @dataclass

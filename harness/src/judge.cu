@@ -18,12 +18,12 @@
 //      time-slices between the two processes, so the judge's read waits for the runner's kernel or
 //      sees outputs not yet written, which fail the comparison;
 //   4. after the timed runs, recomputes the truth of every run from its seed and compares.
-// The cost of step 3 alone (the judge's read of 4096 elements per output, ~10 us) is measured before
-// any runner exists, as the least of 25 tries, and taken off every timed run: a runner cannot make
-// that measurement larger, so the time reported is never below the time its work took. (One thing
-// a runner can save: the few microseconds of its own launch, with a kernel left resident that polls
-// the inputs; the judge's inputs are complete only once its L2 flush has run, just before its clock
-// starts, so that kernel gains no more than that gap.)
+// What the round trip itself costs (ringing, the switches between the two processes' GPU contexts,
+// the judge's read: ~0.3 ms on an H100) is measured by the grader with an empty call served by the
+// checker, a process it trusts, after the runner is gone, and taken off every timed run of the
+// student and of the library alike. (What a runner can still save: a few microseconds of its own
+// launch, with a kernel left resident that polls the inputs; the judge's inputs are complete only
+// once its L2 flush has run, just before its clock starts.)
 // Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
 #include <unistd.h>
 
@@ -62,30 +62,13 @@ private:
 class Judge {
 public:
     Judge(const JudgeOptions& o, Problem& p, JsonLines& out)
-        : o_(o), p_(p), out_(out), ch_(o.socket), secrets_(o.fixed_secret, o.secret) {}
-
-    // Before any runner exists: what taking the outputs in hand costs, per timed case.
-    void calibrate(const std::vector<Case>& cases) {
-        for (const Case& c : cases) {
-            if (!c.timed) continue;
-            std::unique_ptr<Arrays> a;
-            if (o_.memory == Memory::device) a = std::make_unique<DeviceArrays>(p_.arrays(c));
-            else a = std::make_unique<HostArrays>(p_.arrays(c));
-            Hand hand(*a, o_.memory);
-            double best = 1e30;
-            for (int k = 0; k < 25; ++k) {
-                hand.aim(probes(*a));
-                idle();
-                double t0 = now_ms();
-                hand.take();
-                best = std::min(best, now_ms() - t0);
-            }
-            hand_ms_[c.id] = best;
-        }
+        : o_(o), p_(p), out_(out), ch_(o.socket), secrets_(o.fixed_secret, o.secret) {
+        // Before "ready": the runner's hello may be sent the moment it starts, and only messages sent
+        // after this carry their sender's pid.
+        ch_.want_credentials();
     }
 
     void run(const std::vector<Case>& cases) {
-        ch_.want_credentials();
         Message m;
         ch_.receive(m, -1);
         if (m.kind != Kind::hello || m.pid <= 0) throw wire::ProtocolError("expected the runner's hello");
@@ -100,7 +83,9 @@ public:
                 one_case(c, 0);
                 continue;
             }
-            for (size_t route = 0; route < p_.libraries().size(); ++route) one_case(c, route);
+            // Route -1 is an empty call (one empty kernel): what the round trip itself costs, the two
+            // switches between the processes' GPU contexts included, for the grader to take off.
+            for (long route = -1; route < (long)p_.libraries().size(); ++route) one_case(c, route);
         }
         ch_.send(Kind::bye, "");
     }
@@ -108,7 +93,7 @@ public:
     const Case* current = nullptr;
 
 private:
-    void one_case(const Case& c, size_t route) {
+    void one_case(const Case& c, long route) {
         current = &c;
         out_.begin().field("event", "start").field("case", c.id).end();
         SharedArrays arrays(p_.arrays(c), o_.memory);
@@ -137,7 +122,7 @@ private:
         out_.begin().field("event", "checked").field("case", c.id).end();
     }
 
-    void timed_case(const Case& c, SharedArrays& arrays, size_t route) {
+    void timed_case(const Case& c, SharedArrays& arrays, long route) {
         Hand hand(arrays, o_.memory);
         std::vector<uint64_t> seeds(c.runs);
         std::vector<Outputs> taken(c.runs);
@@ -163,14 +148,12 @@ private:
             if (i == c.runs - 1 && !o_.baseline) last = Outputs{Positions(arrays.specs.size()), whole(arrays)};
         };
         std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after);
-        const double hand_ms = hand_ms_.count(c.id) ? hand_ms_[c.id] : 0.0;
-        for (double& t : ms) t = std::max(t - hand_ms, 1e-6);
         if (o_.baseline) {
-            out_.begin().field("event", "baseline").field("case", c.id).field("library", p_.libraries()[route])
-                .field("times_ms", ms).field("hand_ms", hand_ms).end();
+            out_.begin().field("event", route < 0 ? "overhead" : "baseline").field("case", c.id)
+                .field("library", route < 0 ? "empty call" : p_.libraries()[route]).field("times_ms", ms).end();
             return;
         }
-        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).field("hand_ms", hand_ms).end();
+        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).end();
         for (int i = 0; i < c.runs; ++i) check_outputs(p_, c, i, seeds[i], taken[i], out_);
         check_outputs(p_, c, c.runs - 1, seeds[c.runs - 1], last, out_);
         out_.begin().field("event", "checked").field("case", c.id).end();
@@ -282,7 +265,6 @@ private:
     Secrets secrets_;
     wire::Doorbell* bell_ = nullptr;
     int runner_pid_ = 0;
-    std::map<std::string, double> hand_ms_;
 };
 
 }  // namespace
@@ -293,14 +275,8 @@ int judge(const JudgeOptions& o) {
     std::vector<Case> cases = read_plan(o.plan);
     Problem& p = problem();
     Judge j(o, p, out);
-    // The grader starts the runner on "ready": at once where nothing is timed, so that the two
-    // processes open the GPU side by side; only after the calibration where something is.
-    bool timed = false;
-    for (const Case& c : cases) timed |= c.timed;
-    if (!timed) out.begin().field("event", "ready").end();
+    out.begin().field("event", "ready").end();  // the grader starts the runner: both open the GPU side by side
     if (o.memory == Memory::device) require_gpu();
-    j.calibrate(cases);
-    if (timed) out.begin().field("event", "ready").end();
     try {
         j.run(cases);
     } catch (const RunnerFault& f) {
