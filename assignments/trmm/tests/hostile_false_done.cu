@@ -1,6 +1,5 @@
 // expect: incorrect
 // A false "done": it starts its kernel, then finds the judge's doorbell in its own memory (the page mapped from the memfd "kit-doorbell", laid out as wire.h says) and answers "done" at once, while the kernel runs. The judge takes the outputs in hand at that moment and finds them unfinished; the clock would have run until it had them anyway.
-// expect-message: were never written
 #include <cstdio>
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // expect: incorrect
 // Work after the clock: it computes the first half of the rows, returns, and has a thread launch the second half once the call has ended, in the hope that the judge's clock stops at "done" and the outputs are read later. The judge reads them the moment the call ends.
-// expect-message: were never written
+// expect-message: written
 #include <chrono>
 #include <thread>
 
