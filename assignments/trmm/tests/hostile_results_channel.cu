@@ -1,5 +1,5 @@
 // expect: correct
-// An attack on the results channel: it defines fputs, fwrite and fprintf to rewrite any "times_ms" as it is written, writes forged JSON records into every file or pipe it holds and every file in its folder, and a static destructor appends one more as the process ends, even after an error. The runner writes no results: the judge's go to the grader through a pipe the runner never holds. It is graded at its honest (slow) rate.
+// An attack on the results channel: it defines fputs, fwrite and fprintf to rewrite any "times_ms" as it is written, writes forged JSON records into its output, every pipe it holds and every file in its folder, and a static destructor appends one more as the process ends, even after an error. The runner writes no results: the judge's go to the grader through a pipe the runner never holds. It is graded at its honest (slow) rate.
 // expect-performance-below: 0.25
 #include <cstdarg>
 #include <cstdio>
@@ -19,8 +19,9 @@ static const char kForged[] =
 static void forge() {
     for (int fd = 0; fd < 256; ++fd) {
         struct stat st;
-        // Files and pipes: where results could go (the GPU's device files are the CUDA driver's own).
-        if (fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) (void)!write(fd, kForged, sizeof kForged - 1);
+        // Its output and any pipe: where results could go. (The other descriptors are the CUDA driver's
+        // own, device files and memfds: writing there breaks the program, not the grade.)
+        if (fd <= 2 || (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))) (void)!write(fd, kForged, sizeof kForged - 1);
     }
     if (DIR* d = opendir(".")) {
         while (dirent* e = readdir(d)) {
