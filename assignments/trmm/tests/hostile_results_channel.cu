@@ -1,5 +1,5 @@
 // expect: correct
-// An attack on the results channel: it defines fputs, fwrite and fprintf to rewrite any "times_ms" as it is written, writes forged JSON records into its output, every pipe it holds and every file in its folder, and a static destructor appends one more as the process ends, even after an error. The runner writes no results: the judge's go to the grader through a pipe the runner never holds. It is graded at its honest (slow) rate.
+// An attack on the results channel: it defines fputs, fwrite and fprintf to rewrite any "times_ms" as it is written, writes forged JSON records into its output and every file in its folder, and a static destructor appends one more as the process ends, even after an error. The runner writes no results: the judge's go to the grader through a pipe the runner never holds. It is graded at its honest (slow) rate.
 // expect-performance-below: 0.25
 #include <cstdarg>
 #include <cstdio>
@@ -17,12 +17,9 @@ static const char kForged[] =
     "{\"event\": \"done\", \"case\": \"n4096\", \"ms\": 0.01}\n";
 
 static void forge() {
-    for (int fd = 0; fd < 256; ++fd) {
-        struct stat st;
-        // Its output and any pipe: where results could go. (The other descriptors are the CUDA driver's
-        // own, device files and memfds: writing there breaks the program, not the grade.)
-        if (fd <= 2 || (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))) (void)!write(fd, kForged, sizeof kForged - 1);
-    }
+    // Its output. (Its other descriptors are the CUDA driver's own, device files, memfds and pipes:
+    // writing there breaks the program, not the grade; the judge's results pipe is not among them.)
+    for (int fd = 1; fd <= 2; ++fd) (void)!write(fd, kForged, sizeof kForged - 1);
     if (DIR* d = opendir(".")) {
         while (dirent* e = readdir(d)) {
             int fd = open(e->d_name, O_WRONLY | O_APPEND | O_NONBLOCK);
