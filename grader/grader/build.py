@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import sandbox
+from .jail import FORBIDDEN_LIBS
 from .tasks import ROOT, Task
 
 
@@ -142,7 +143,7 @@ def scan_forbidden(obj: Path) -> list:
 
 
 _LOADERS = re.compile(rb"\b(cu(?:Module|Library)Load\w*|cudaLibraryLoad\w*|cuLinkAdd\w*)")
-_BY_NAME = re.compile(rb"\b(lib(?:cublas|cublasLt|cufft|cudnn|cusolver|cusparse|curand|nvblas|nccl)\w*(?:\.so[.\d]*)?"
+_BY_NAME = re.compile(rb"\b((?:" + b"|".join(lib.encode() for lib in FORBIDDEN_LIBS) + rb")\w*(?:\.so[.\d]*)?"
                       rb"|cublas[A-Z]\w*|cufft[A-Z]\w*|cudnn[A-Z]\w*)")
 _RENAMED = re.compile(r"^\s*#\s*define\s+(Device(?:Reduce|SegmentedReduce|Scan|RadixSort|SegmentedRadixSort|MergeSort|"
                       r"SegmentedSort|Select|Partition|Histogram|RunLengthEncode|Spmv|AdjacentDifference|Copy|Memcpy|"

@@ -46,6 +46,14 @@ using wire::Message;
 // The runner's fault, as it reported it: ends the judge's session after it is written down.
 struct RunnerFault {
     std::string kind, error, message;
+    // From the runner's message "launch|runtime CUDA_ERROR_NAME message".
+    static RunnerFault from(const std::string& text) {
+        std::istringstream words(text);
+        RunnerFault f;
+        words >> f.kind >> f.error;
+        std::getline(words, f.message);
+        return f;
+    }
 };
 
 // Every seed and every probe position comes from here, drawn when it is needed.
@@ -193,11 +201,7 @@ private:
                 Message m;
                 ch_.receive(m, 0);  // ProtocolError when the runner has gone
                 if (m.kind != Kind::fault) throw wire::ProtocolError("an unexpected message during a call");
-                std::istringstream words(m.text);
-                RunnerFault f;
-                words >> f.kind >> f.error;
-                std::getline(words, f.message);
-                throw f;
+                throw RunnerFault::from(m.text);
             }
 #if defined(__x86_64__)
             __builtin_ia32_pause();
@@ -209,13 +213,7 @@ private:
         Message m;
         ch_.receive(m, -1);
         for (int fd : m.fds) close(fd);
-        if (m.kind == Kind::fault) {
-            std::istringstream words(m.text);
-            RunnerFault f;
-            words >> f.kind >> f.error;
-            std::getline(words, f.message);
-            throw f;
-        }
+        if (m.kind == Kind::fault) throw RunnerFault::from(m.text);
         if (m.kind != kind) throw wire::ProtocolError("an unexpected message");
     }
 
