@@ -31,6 +31,10 @@ class Session:
     """How the judge ended; a judge that fails is the kit's problem, never the student's."""
     timed_out: bool = False
     """The grader stopped both: a call ran past the case limit, or the whole past its limit."""
+    arrived: list = field(default_factory=list)
+    """Seconds from the judge's start to each record's arrival (for reading where time goes)."""
+    seconds: float = 0.0
+    """The session's wall time, start of the judge to the end of both."""
 
     def ended_early(self) -> bool:
         """The runner faulted or went before the judge was done with it."""
@@ -65,6 +69,7 @@ class _Lines:
 
     def __init__(self, fd: int):
         self.fd, self.buf, self.records, self.closed = fd, b"", [], False
+        self.arrived, self.t0 = [], time.monotonic()
         os.set_blocking(fd, False)
 
     def read(self, wait: float) -> bool:
@@ -88,6 +93,7 @@ class _Lines:
         *lines, self.buf = self.buf.split(b"\n")
         for line in lines:
             self.records.extend(protocol.parse_lines(line))
+        self.arrived += [time.monotonic() - self.t0] * (len(self.records) - len(self.arrived))
         return len(self.records) > before
 
 
@@ -163,5 +169,5 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
         while lines.read(0):
             pass
         os.close(rfd)
-    s.records = lines.records
+    s.records, s.arrived, s.seconds = lines.records, lines.arrived, time.monotonic() - lines.t0
     return s

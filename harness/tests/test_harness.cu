@@ -147,6 +147,16 @@ TEST_CASE("timed runs come in at most five bursts, all full but the last") {
     CHECK(bursts(1) == std::vector<int>{1});
 }
 
+TEST_CASE("runs asked for in one burst are taken back to back") {
+    for (int runs : {1, 10, 20}) CHECK(burst_size(runs, 1) == runs);
+    int calls = 0;
+    double t0 = now_ms();
+    auto ms = time_runs(1, 10, [](int) {}, [&] { ++calls; }, [](int) {}, 1);
+    CHECK(ms.size() == 10);
+    CHECK(calls == 11);
+    CHECK(now_ms() - t0 < kBurstGapMs);  // no pause between bursts
+}
+
 TEST_CASE("host generation fills inputs and leaves pure outputs alone") {
     Case c;
     std::vector<ArraySpec> specs = {{"x", DType::f64, 10, Role::in}, {"y", DType::f32, 10, Role::out}};
