@@ -5,7 +5,7 @@
 #   make harness [A=...] [ARCH=sm_90]                     build the harness only
 #   make slides-bench                                     lecture examples: check, time, tables per GPU
 #   make grade ... HIDDEN=1                               include the hidden cases (TA grading)
-#   make handouts [HANDOUTS_OUT=dir] | make dist [DIST_OUT=file.tar.gz]   for instructors
+#   make handouts [HANDOUTS_OUT=dir] [NO_PDF=1] | make dist [DIST_OUT=file.tar.gz] [NO_PDF=1]   for instructors
 #   make batch SUBMISSIONS=dir [OUT=dir] [REGRADE=student]   grade a whole class (TAs)
 #   make bench [A=...] [REPEAT=5] [BENCH_OUT=dir]           the references against the libraries and the GPU's limits
 #
@@ -53,7 +53,8 @@ batch:
 # with a Python that has Jinja2 (tools/handouts_env.sh sets one up) and Chromium for the PDFs.
 handouts dist:
 	@py=$$(sh tools/handouts_env.sh) && PYTHONPATH=$(CURDIR)/grader $$py -m grader $@ \
-	    $(if $(filter handouts,$@),$(if $(HANDOUTS_OUT),--out $(HANDOUTS_OUT)),$(if $(DIST_OUT),--out $(DIST_OUT)))
+	    $(if $(filter handouts,$@),$(if $(HANDOUTS_OUT),--out $(HANDOUTS_OUT)),$(if $(DIST_OUT),--out $(DIST_OUT))) \
+	    $(if $(NO_PDF),--no-pdf)
 
 # ---------------------------------------------------------------------------------------------
 # C++ tests (Catch2, host code only): the harness's helpers and every assignment's CPU reference.

@@ -36,6 +36,7 @@ fi
 # --- Chromium: the handouts' PDFs and the headless-browser tests; bubblewrap: the jail's tests ----
 install chromium chromium || missing chromium "the handouts' browser and PDF tests"
 install bubblewrap bwrap || missing bubblewrap "the jail's tests"
+install poppler-utils pdftotext || missing poppler-utils "the handouts' print checks (pdftotext)"
 # --- Slurm and munge: the cluster route's test starts a one-node Slurm of its own -------------------
 { install munge munged && install slurm-wlm slurmctld; } || missing slurm-wlm "the Slurm test (test_slurm.py)"
 

@@ -263,17 +263,78 @@ def print_pdfs(pages: list, chromium: str, timeout: float = 180) -> None:
                 raise HandoutError(f"Chromium could not print {pdf} (exit {p.returncode}): {' / '.join(tail)}")
 
 
+def code_highlighting() -> tuple:
+    """(markdown extensions, CSS) that colour the code blocks with Pygments; none where Pygments
+    is missing (the code is then plain, and still all there)."""
+    try:
+        from pygments.formatters import HtmlFormatter
+    except ImportError:
+        return [], ""
+    return ["codehilite"], HtmlFormatter(style="friendly").get_style_defs(".codehilite")
+
+
+# ---------------------------------------------------------------------------------------------
+# Print checks: what a page cut off or pushed into the margin.
+
+MARGIN_PT = 14 / 25.4 * 72
+"""The left and right page margins of style.css (14 mm), in PDF points."""
+_PAGE_NUMBER = re.compile(r"page \d+ of \d+")
+
+
+def code_lines(html: str) -> list:
+    """Every non-blank line of the page's code blocks (<pre>), as the reader should see it."""
+    import html as html_lib
+    lines = []
+    for block in re.findall(r"<pre[^>]*>(.*?)</pre>", html, re.S):
+        text = html_lib.unescape(re.sub(r"<[^>]+>", "", block))
+        lines += [line for line in text.splitlines() if line.strip()]
+    return lines
+
+
+def pdf_problems(pdf: Path, html: str) -> list:
+    """What does not print whole in `pdf`, the print of the page `html`: a code line missing from
+    the PDF's text (cut off at the edge of its box) and a word beyond a side margin. Needs
+    pdftotext (poppler-utils); a HandoutError names it where it is missing."""
+    if shutil.which("pdftotext") is None:
+        raise HandoutError("checking the PDFs needs pdftotext (Debian: apt-get install poppler-utils)")
+    import html as html_lib
+    boxes = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    problems, words = [], []
+    for width, page in re.findall(r'<page width="([\d.]+)" height="[\d.]+">(.*?)</page>', boxes, re.S):
+        right = float(width) - MARGIN_PT
+        for x0, x1, word in re.findall(r'<word xMin="([\d.]+)" yMin="[\d.]+" xMax="([\d.]+)" yMax="[\d.]+">(.*?)</word>', page):
+            word = html_lib.unescape(word)
+            words.append(word)
+            if float(x1) > right + 1 or float(x0) < MARGIN_PT - 1:
+                problems.append(f"{pdf.name}: '{word}' runs into the margin (x {float(x0):.0f}-{float(x1):.0f} pt of {float(width):.0f})")
+    # Word by word: the PDF's reading order may take a column of comments apart from its code, and
+    # a word wrapped at the edge of its box comes back in two pieces, one after the other.
+    text = _PAGE_NUMBER.sub("", "".join(words))
+    for line in code_lines(html):
+        cut = [w for w in line.split() if w not in text]
+        if cut:
+            problems.append(f"{pdf.name}: code line not printed whole ({cut[0]!r} is missing): {line.strip()[:90]}")
+    return problems
+
+
+def page(env, md: str, title: str, index: str = "index.html") -> str:
+    """The HTML page (page.html.j2) of the Markdown `md`, its code highlighted where Pygments is."""
+    _, markdown = _modules()
+    from markupsafe import Markup  # installed with Jinja2
+    highlight, code_css = code_highlighting()
+    body = markdown.markdown(md, extensions=["tables", "fenced_code", "sane_lists", "toc", *highlight])
+    return render(env, "page.html.j2", title=title, body=Markup(body), index=index, code_css=Markup(code_css))
+
+
 def build(out: Path, root: Path = tasks.ROOT, templates: Path = None, pdf: bool = True) -> list:
     """Renders every handout and the index into `out`; returns the files written."""
     templates = templates or root / "handouts"
-    _, markdown = _modules()
-    from markupsafe import Markup  # installed with Jinja2
     chromium = None
     if pdf:
         chromium = find_chromium()
         if chromium is None:
             raise HandoutError("the PDFs need Chromium, which is not installed (Debian: apt-get install "
-                               "chromium); --no-pdf renders Markdown and HTML only")
+                               "chromium); `make handouts NO_PDF=1` (--no-pdf) renders Markdown and HTML only")
     env = environment(templates)
     out.mkdir(parents=True, exist_ok=True)
     written, pages, entries = [], [], []
@@ -281,8 +342,7 @@ def build(out: Path, root: Path = tasks.ROOT, templates: Path = None, pdf: bool 
         task = tasks.load(name, root)
         ctx = context(task, root)
         md = render(env, "handout.md.j2", **ctx)
-        body = markdown.markdown(md, extensions=["tables", "fenced_code", "sane_lists", "toc"])
-        html = render(env, "page.html.j2", title=task.title, body=Markup(body), index="index.html")
+        html = page(env, md, task.title)
         for suffix, text in ((".md", md), (".html", html)):
             path = out / f"{name}{suffix}"
             path.write_text(text)

@@ -293,3 +293,18 @@ def test_make_grade_ends_cleanly_once_a_grading_completed_whatever_the_score(kit
     r = subprocess.run(["make", "-C", str(kit), "grade", "A=reduce", f"PYTHON={fake}"], capture_output=True, text=True)
     assert (r.returncode == 0) == make_ok, r.stdout + r.stderr
     assert ("***" in r.stderr) == (not make_ok), r.stderr  # make's error line ("make[1]: ***" under make test)
+
+
+def test_the_students_readme_prints_whole_with_every_code_line_inside_the_page(kit, tmp_path):
+    """The kit's README, printed as the handouts are: no command cut at the edge of its box."""
+    import shutil
+    browser = handouts.find_chromium()
+    if browser is None or shutil.which("pdftotext") is None:
+        if IN_CI:
+            pytest.fail("Chromium and pdftotext are installed by tools/test.sh in CI")
+        pytest.skip("needs Chromium and pdftotext (apt-get install chromium poppler-utils)")
+    html = handouts.page(handouts.environment(), (kit / "README.md").read_text(), "README")
+    (tmp_path / "README.html").write_text(html)
+    handouts.print_pdfs([(tmp_path / "README.html", tmp_path / "README.pdf")], browser)
+    problems = handouts.pdf_problems(tmp_path / "README.pdf", html)
+    assert not problems, "\n".join(problems)

@@ -270,7 +270,8 @@ def test_the_pdf_starts_with_the_problem_and_puts_the_grading_on_a_later_page(re
     except ImportError:
         need("pypdf", "pypdf (pip install -r grader/requirements-handouts.txt)")
     task = tasks.load(name)
-    pages = [" ".join((p.extract_text() or "").split()) for p in pypdf.PdfReader(rendered / f"{name}.pdf").pages]
+    pages = [" ".join(re.sub(r"page \d+ of \d+", "", p.extract_text() or "").split())
+             for p in pypdf.PdfReader(rendered / f"{name}.pdf").pages]
     assert 2 <= len(pages) <= 8, f"{name}.pdf has {len(pages)} pages"
     assert pages[0].startswith(task.title)
     rubric = [i for i, text in enumerate(pages) if text.startswith("Rubric")]
@@ -278,3 +279,66 @@ def test_the_pdf_starts_with_the_problem_and_puts_the_grading_on_a_later_page(re
     for prof in task.data["performance"].get("gpus", {}).values():  # the thresholds are in the grading part
         rates = prof["rates"] if isinstance(prof["rates"], list) else next(iter(prof["rates"].values()))
         assert number(rates[-1]) in " ".join(pages[rubric[0]:])
+
+
+def pdftotext():
+    if shutil.which("pdftotext") is None:
+        need("pdftotext", "pdftotext (apt-get install poppler-utils)")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_code_line_of_the_pdf_handout_prints_whole_and_no_word_runs_into_the_margin(rendered, name):
+    chromium()
+    pdftotext()
+    problems = handouts.pdf_problems(rendered / f"{name}.pdf", (rendered / f"{name}.html").read_text())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_print_check_finds_a_code_line_cut_at_the_edge_and_a_table_in_the_margin(tmp_path):
+    """The check above can fail: a page whose code scrolls (as on screen) and whose table is wider
+    than the paper, printed the same way."""
+    browser = chromium()
+    pdftotext()
+    long = "int entry(" + ", ".join(f"double* argument_{i}" for i in range(12)) + ");"
+    html = (f"<!doctype html><style>@page {{ size: A4; margin: 16mm 14mm; }} pre {{ overflow-x: auto; }}</style>"
+            f"<pre>short line();\n{long}</pre><table><tr><td style='white-space: nowrap'>{'wide ' * 60}</td></tr></table>")
+    page = tmp_path / "clipped.html"
+    page.write_text(html)
+    handouts.print_pdfs([(page, tmp_path / "clipped.pdf")], browser)
+    problems = handouts.pdf_problems(tmp_path / "clipped.pdf", html)
+    assert any("not printed whole" in p and "int entry(" in p for p in problems), problems
+    assert any("runs into the margin" in p for p in problems), problems
+    assert not any("short line" in p for p in problems)
+
+
+def test_headings_are_never_the_last_line_of_a_pdf_page(rendered):
+    """A heading stays with what follows it: no page of any handout ends on one."""
+    chromium()
+    try:
+        import pypdf
+    except ImportError:
+        need("pypdf", "pypdf (pip install -r grader/requirements-handouts.txt)")
+    for name in NAMES:
+        headings = {h.strip() for h in re.findall(r"^#+ (.+)$", (rendered / f"{name}.md").read_text(), re.M)}
+        for i, page in enumerate(pypdf.PdfReader(rendered / f"{name}.pdf").pages):
+            lines = [line.strip() for line in (page.extract_text() or "").splitlines() if line.strip()]
+            lines = [line for line in lines if not re.fullmatch(r"page \d+ of \d+", line)]
+            assert lines and lines[-1] not in headings, f"{name}.pdf page {i + 1} ends on the heading {lines[-1]!r}"
+
+
+def test_every_pdf_page_is_numbered(rendered):
+    chromium()
+    try:
+        import pypdf
+    except ImportError:
+        need("pypdf", "pypdf (pip install -r grader/requirements-handouts.txt)")
+    for name in NAMES:
+        pages = pypdf.PdfReader(rendered / f"{name}.pdf").pages
+        for i, page in enumerate(pages):
+            assert f"page {i + 1} of {len(pages)}" in (page.extract_text() or ""), f"{name}.pdf page {i + 1}"
+
+
+def test_code_blocks_are_highlighted_in_the_html_handout(rendered):
+    pytest.importorskip("pygments", reason="Pygments colours the code (pip install -r grader/requirements-handouts.txt)")
+    html = (rendered / "trmm.html").read_text()
+    assert 'class="codehilite"' in html and ".codehilite .k" in html  # a keyword's colour, and its rule
