@@ -119,7 +119,7 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
     failed = next((c for c in result.cases if c.verdict != Verdict.CORRECT), None)
     if failed:
         result.verdict = failed.verdict
-        result.message = f"case {failed.id} ({_describe(task, failed.id)}): {failed.message}"
+        result.message = f"case {_describe(task, failed.id)}: {failed.message}"
         return result
 
     if task.sanitize:
@@ -154,7 +154,9 @@ def _first_error(log: str) -> str:
 
 
 def _describe(task: Task, case_id: str) -> str:
-    return next(c for c in task.cases if c.id == case_id).describe()
+    """"n17 (n=17)"; a hidden case by its id alone (students see this)."""
+    c = next(c for c in task.cases if c.id == case_id)
+    return c.id if c.hidden else f"{c.id} ({c.describe()})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,16 +196,19 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
             for later in ids[ids.index(current) + 1:]:
                 verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case timed out")
             break
-        verdicts[current] = s.fault(current)
+        verdicts[current] = s.fault(current, conceal=next(c.hidden for c in pending if c.id == current))
         pending = [c for c in pending[ids.index(current) + 1:]]
 
     out = []
     for c in task.cases:
         v = verdicts.get(c.id, (Verdict.NOT_RUN, "not run"))
         if v is None:
-            out.append(_judge(task, c, checks.get(c.id, []), seconds.get(c.id)))
+            r = _judge(task, c, checks.get(c.id, []), seconds.get(c.id))
         else:
-            out.append(CaseResult(c.id, c.params, v[0], v[1], tolerance=c.tol))
+            r = CaseResult(c.id, c.params, v[0], v[1], tolerance=c.tol)
+        if c.hidden:  # what students see of a hidden case: its verdict, never its sizes
+            r.params, r.seconds = {}, None
+        out.append(r)
     return out
 
 
@@ -243,7 +248,7 @@ def _judge(task: Task, case: Case, records: list, seconds) -> CaseResult:
     # The failing record that says most: nothing written beats a wrong value, which beats a small error.
     worst = max(records, key=lambda r: (not r.get("pass"), bool(r.get("unwritten") or r.get("reason")),
                                         _num(r.get("rel_error"))))
-    msg = explain(worst, case.tol)
+    msg = explain(worst, case.tol, conceal=case.hidden)
     verdict = Verdict.CORRECT if all(r.get("pass") for r in records) else Verdict.INCORRECT
     # The error norm covers only the elements that were written and finite: show it only when that
     # is all of them, or it would look better than the output is.
@@ -259,23 +264,27 @@ def _num(x) -> float:
         return float("inf")
 
 
-def explain(rec: dict, tol: float) -> str:
-    """One line on what a checker record says about an output array."""
+def explain(rec: dict, tol: float, conceal: bool = False) -> str:
+    """One line on what a checker record says about an output array; with `conceal` (a hidden case)
+    no element count, index or value, from which its sizes could be worked out."""
     name = rec.get("array", "output")
     if "reason" in rec:
         return f"{name}: {rec['reason']}"
     n = rec.get("compared", 0) - rec.get("protected", 0)  # the elements that had to be computed
+    some = (lambda k: "some") if conceal else (lambda k: f"{k} of {n}")
     if rec.get("unwritten"):
         if rec["unwritten"] == n:
             return f"output not computed: no element of {name} was written"
-        return f"{rec['unwritten']} of {n} elements of {name} were never written"
+        return f"{some(rec['unwritten'])} elements of {name} were never written"
     if rec.get("protected_changed"):
-        return f"{rec['protected_changed']} elements of {name} that must not change were changed"
+        return f"{'some' if conceal else rec['protected_changed']} elements of {name} that must not change were changed"
     if rec.get("nonfinite"):
-        return f"{rec['nonfinite']} of {n} elements of {name} are NaN or infinite"
+        return f"{some(rec['nonfinite'])} elements of {name} are NaN or infinite"
     rel = _num(rec.get("rel_error"))
     if rec.get("pass"):
         return f"relative error {rel:.1e}"
+    if conceal:
+        return f"relative error {rel:.1e} exceeds the tolerance {tol:g}"
     if "expected" in rec:  # a one-element output: a returned value (a count of sweeps, a sum) or n = 1
         where = f"{name} is {_num(rec.get('value')):.17g}, expected {_num(rec.get('expected')):.17g}"
     else:

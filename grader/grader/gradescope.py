@@ -9,8 +9,9 @@ Gradescope's autograder layout:
 
 results.json follows Gradescope's autograder specification: a top-level score, execution_time
 (seconds), output and tests; each test has name, score, max_score, status ("passed"/"failed"),
-output and visibility ("visible", or "after_published" for a hidden case, so that students see
-it only once the grades are published). A record is a GradeResult as JSON (GradeResult.to_json()),
+output and visibility. Every test is "visible": a hidden case shows only its opaque id (hidden-1)
+and a verdict whose message gives no size away (grade.py conceals them), and a test that is not
+visible would keep the student's total from them until the grades are published. A record is a GradeResult as JSON (GradeResult.to_json()),
 or {"assignment", "verdict": "not_graded", "message"} for a submission that could not be graded.
 """
 from __future__ import annotations
@@ -62,9 +63,8 @@ def assignment_tests(rec: dict, task: Task, hidden: set = frozenset()) -> list:
         out = c.get("message", "") if not ok else ("correct" + (f", {c['message']}" if c.get("message") else ""))
         if ok and withdrawn:
             ok, out = False, f"correct here, but points withdrawn: {message}"
-        name = f"{a}: hidden case {c['id']}" if is_hidden else f"{a}: case {c['id']} ({_size(c.get('params', {}))})"
-        tests.append(_test(name, max_score if ok else 0.0, max_score, out,
-                           "after_published" if is_hidden else "visible", ok))
+        name = f"{a}: case {c['id']}" + ("" if is_hidden else f" ({_size(c.get('params', {}))})")
+        tests.append(_test(name, max_score if ok else 0.0, max_score, out, "visible", ok))
     per = pts["performance"] / len(task.graded) if task.graded else 0.0
     timed = {p["case_id"]: p for p in rec.get("performance", [])}
     for g in task.graded:

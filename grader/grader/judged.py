@@ -40,8 +40,9 @@ class Session:
         """The runner faulted or went before the judge was done with it."""
         return any(r.get("event") in ("launch_error", "runtime_error", "runner_gone") for r in self.records)
 
-    def fault(self, case_id: str) -> tuple:
-        """(verdict, message) for a runner that ended early in case `case_id`."""
+    def fault(self, case_id: str, conceal: bool = False) -> tuple:
+        """(verdict, message) for a runner that ended early in case `case_id`; with `conceal` (a hidden
+        case) without the program's last line of output, which could carry the case's sizes."""
         run = self.runner
         if run is not None and run.stopped_for:
             return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
@@ -60,7 +61,7 @@ class Session:
             return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
         if run.returncode == 0:
             return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
-        last = (run.output.strip().splitlines() or [""])[-1][:200]
+        last = "" if conceal else (run.output.strip().splitlines() or [""])[-1][:200]
         return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
 
 

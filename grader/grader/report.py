@@ -29,7 +29,7 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
             mark = _MARK.get(c.verdict, c.verdict.value)
             rel = f"{c.rel_error:.1e}" if c.rel_error is not None and c.rel_error != float("inf") else "-"
             note = "" if c.verdict == Verdict.CORRECT else c.message
-            size = describe(c.params)
+            size = describe(c.params) or "(hidden)"
             out.append(f"   {c.id:<{wid}} {size:<{wsize}} {mark:<14} {rel:<11} {note}".rstrip())
     for p in r.performance:
         t = p.timing

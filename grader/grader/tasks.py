@@ -4,12 +4,15 @@ from __future__ import annotations
 import ast
 import json
 import operator
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 """The kit's top folder (the one with the Makefile)."""
 
+HIDDEN_ID = re.compile(r"hidden-\d+")
+"""The only ids a hidden case may have: opaque, since students see them."""
 RESERVED = {"id", "seed", "reference", "scored", "why", "tolerance", "hidden"}
 
 
@@ -239,6 +242,11 @@ def _parse(name: str, folder: Path, data: dict, where: str, include_hidden: bool
         hidden = c.get("hidden", False)
         if not isinstance(hidden, bool):
             raise TaskError(f"{where}: case {c['id']}: hidden must be true or false, not {hidden!r}")
+        if hidden and not HIDDEN_ID.fullmatch(c["id"]):
+            raise TaskError(f"{where}: hidden case {c['id']!r}: students see a hidden case's id in their results, "
+                            "so it must say nothing of its sizes: name it hidden-1, hidden-2, ...")
+        if not hidden and HIDDEN_ID.fullmatch(c["id"]):
+            raise TaskError(f"{where}: case {c['id']!r} is named like a hidden case but is not hidden")
         cases.append(Case(c["id"], params, int(c["seed"]), ref, tol, bool(c.get("scored", True)), hidden))
     if not any(c.scored and not c.hidden for c in cases):
         raise TaskError(f"{where}: no scored cases")

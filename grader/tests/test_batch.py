@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from grader.batch import gpus as batch_gpus
 from grader.results import GpuInfo
 
 import fake_kit as fake_kit_mod
+
+ROOT = tasks.ROOT
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"
@@ -71,6 +74,45 @@ def make_class(root: Path) -> Path:
 
 def read_gradebook(out: Path) -> list:
     return list(csv.DictReader((out / "gradebook.csv").open()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Hidden cases.
+
+HIDDEN_SIZES = re.compile(r"777|603729|18295|538103")
+"""trmm's hidden case in the fixtures: n = 777 (its seed 60777), 777 x 777 elements, the element
+counts and the worst index its failing records hold (fixtures/batch/trmm/README.md)."""
+
+
+def test_no_student_visible_output_of_a_batch_gives_a_hidden_case_s_size_away(fake_kit, tmp_path):
+    """Reports, results.json and records of students who pass, miss elements of, fault in and fail to
+    launch the hidden case: its opaque id and verdict are there, its sizes are not."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for student, scenario in (("pass", "reference"), ("unwritten", "no_bounds_check"), ("none", "skeleton"),
+                              ("fault", "illegal_address"), ("launch", "block_64x64")):
+        (subs / student / "trmm").mkdir(parents=True)
+        (subs / student / "trmm" / "kernel.cu").write_text(kernel(scenario))
+    assert batch.main(args(subs, out)) == 0
+    seen = []
+    for student in ("pass", "unwritten", "none", "fault", "launch"):
+        visible = [out / "reports" / f"{student}.md", out / "reports" / f"{student}.html",
+                   out / "gradescope" / student / "results.json", out / "records" / student / "trmm.json"]
+        for path in visible:
+            text = path.read_text()
+            assert not HIDDEN_SIZES.search(text), (path, HIDDEN_SIZES.search(text).group(0))
+        rec = json.loads(visible[-1].read_text())
+        hidden = next(c for c in rec["cases"] if c["id"] == "hidden-1")
+        assert hidden["params"] == {}
+        seen.append(hidden["verdict"])
+        assert "hidden-1" in visible[2].read_text()
+    assert set(seen) >= {"correct", "incorrect"} and len(set(seen)) >= 3, seen
+
+
+def test_a_hidden_case_whose_id_tells_its_size_is_refused():
+    data = json.loads((ROOT / "assignments" / "trmm" / "task.json").read_text())
+    data["cases"].append({"id": "n555", "n": 555, "seed": 1, "hidden": True})
+    with pytest.raises(tasks.TaskError, match="hidden-1, hidden-2"):
+        tasks.parse("trmm", ROOT / "assignments" / "trmm", data, "task.json")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,8 +232,8 @@ def test_a_batch_gives_each_student_a_verdict_a_record_a_report_and_results_json
     assert book["dave"]["trmm"] == "" and "nothing gradeable" in book["dave"]["notes"]
     assert book["erin"]["trmm"] == "0" and "build_error" in book["erin"]["notes"]
     rec = json.loads((out / "records" / "alice" / "trmm.json").read_text())
-    assert rec["verdict"] == "correct" and rec["batch"]["hidden_cases"] == ["n777"]
-    assert "n777" in [c["id"] for c in rec["cases"]]
+    assert rec["verdict"] == "correct" and rec["batch"]["hidden_cases"] == ["hidden-1"]
+    assert "hidden-1" in [c["id"] for c in rec["cases"]]
     assert rec["isolation"]
     for s in book:
         assert (out / "reports" / f"{s}.md").is_file() and (out / "reports" / f"{s}.html").is_file()

@@ -211,8 +211,10 @@ def test_hidden_cases_are_left_out_of_grading_unless_asked_for():
 def test_a_hidden_graded_case_or_a_hidden_flag_that_is_not_a_boolean_is_refused():
     data = json.loads((ROOT / "assignments" / "trmm" / "task.json").read_text())
     bad = copy.deepcopy(data)
-    next(c for c in bad["cases"] if c["id"] == bad["graded"]["id"])["hidden"] = True
-    with pytest.raises(TaskError, match="graded case 'n4096' is hidden"):
+    graded = next(c for c in bad["cases"] if c["id"] == bad["graded"]["id"])
+    graded.update(id="hidden-9", hidden=True)
+    bad["graded"]["id"] = "hidden-9"
+    with pytest.raises(TaskError, match="graded case 'hidden-9' is hidden"):
         tasks.parse("trmm", ROOT, bad, "t.json")
     bad = copy.deepcopy(data)
     bad["cases"][0]["hidden"] = "yes"

@@ -42,12 +42,14 @@ def record(verdict="correct", score=100.0, passed=9, perf_points=50.0):
 
 def test_a_full_marks_record_gives_passing_tests_that_add_up_to_its_score():
     task_of = {"trmm": tasks.load("trmm", include_hidden=True)}
-    data = gradescope.results_json([record()], task_of, hidden={"trmm": ["n777"]})
+    data = gradescope.results_json([record()], task_of, hidden={"trmm": ["hidden-1"]})
     check_schema(data)
     assert data["score"] == pytest.approx(100)
     assert all(t["status"] == "passed" for t in data["tests"])
-    hidden = [t for t in data["tests"] if "n777" in t["name"]]
-    assert len(hidden) == 1 and hidden[0]["visibility"] == "after_published" and "(n=" not in hidden[0]["name"]
+    hidden = [t for t in data["tests"] if "hidden-1" in t["name"]]
+    assert len(hidden) == 1 and "(n=" not in hidden[0]["name"]
+    # Every test visible: one that is not would keep the total from the student until publication.
+    assert {t["visibility"] for t in data["tests"]} == {"visible"}
     perf = next(t for t in data["tests"] if "performance" in t["name"])
     assert perf["max_score"] == 50 and "0.66x cublasDtrmm" in perf["output"]
 
@@ -99,7 +101,8 @@ def test_the_gradescope_entry_point_grades_the_submission_and_writes_results_jso
     check_schema(data)
     assert data["score"] == pytest.approx(100)
     assert "Ada Lovelace" in data["output"]
-    assert any(t["visibility"] == "after_published" for t in data["tests"])  # trmm's hidden case
+    hidden = [t for t in data["tests"] if "hidden-1" in t["name"]]  # trmm's hidden case, graded and shown
+    assert len(hidden) == 1 and hidden[0]["visibility"] == "visible" and hidden[0]["status"] == "passed"
 
 
 def test_the_gradescope_entry_point_unpacks_a_zip_and_reports_a_wrong_result(fake_kit, tmp_path):
