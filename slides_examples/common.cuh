@@ -73,6 +73,7 @@ struct Version {
     const char* name;  // short, as the table shows it
     bool in_progression = true;  // false: an aside (e.g. the historic incorrect form), no speedups
     const char* note = "";       // shown in the table's notes column
+    int gpus = 1;                // GPUs the version runs on: its % of peak is against that many
 };
 
 struct Result {
@@ -127,11 +128,11 @@ inline void write_results_json(const std::string& path, const Meta& m, const Ver
         std::fprintf(f,
                      "%s    {\"version\": %d, \"name\": \"%s\", \"in_progression\": %s, "
                      "\"status\": \"%s\", \"size\": \"%s\", \"ms\": %.6g, \"rate\": %.6g, "
-                     "\"unit\": \"%s\", \"runs\": %d, \"error\": %.3g, \"note\": \"%s\"}",
+                     "\"unit\": \"%s\", \"runs\": %d, \"error\": %.3g, \"note\": \"%s\", \"gpus\": %d}",
                      sep, k, json_escape(versions[k - 1].name).c_str(),
                      versions[k - 1].in_progression ? "true" : "false", json_escape(r.status).c_str(),
                      json_escape(r.size).c_str(), finite_or_0(r.ms), finite_or_0(r.rate), json_escape(r.unit).c_str(), r.runs,
-                     std::isfinite(r.error) ? r.error : 1e308, json_escape(note).c_str());
+                     std::isfinite(r.error) ? r.error : 1e308, json_escape(note).c_str(), versions[k - 1].gpus);
         sep = ",\n";
     }
     std::fprintf(f, "\n  ]\n}\n");

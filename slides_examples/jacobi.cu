@@ -39,7 +39,7 @@ static const Version kVersions[] = {
     {"one thread per point"},
     {"+ norm: one atomicAdd per point"},
     {"+ norm: block reduction, one atomicAdd per block"},
-    {"two GPUs with peer access"},
+    {"two GPUs with peer access", true, "", 2},
 };
 static const int kCount = sizeof(kVersions) / sizeof(kVersions[0]);
 

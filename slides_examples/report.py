@@ -92,8 +92,8 @@ def compute_rows(data: dict, peak) -> list:
         in_prog = r.get("in_progression", True)
         if row["timed"]:
             rate = float(r["rate"])
-            if peak and r.get("unit") == unit_of_peak:
-                row["peak_pct"] = 100.0 * rate / peak
+            if peak and r.get("unit") == unit_of_peak:  # a version on two GPUs against two GPUs' peak
+                row["peak_pct"] = 100.0 * rate / (peak * int(r.get("gpus", 1)))
             if in_prog:
                 if first is None:
                     first = rate
@@ -133,7 +133,9 @@ def fmt_speedup(x) -> str:
         return f"{x:,.0f}x"
     if x >= 10:
         return f"{x:.1f}x"
-    return f"{x:.2f}x"
+    if x >= 0.1:
+        return f"{x:.2f}x"
+    return f"{x:.2g}x"  # a slowdown keeps two significant digits: 0.0038x, never 0.00x
 
 
 def fmt_pct(p) -> str:
@@ -221,7 +223,8 @@ def family_markdown(data: dict, driver: str | None, gpus: dict, level: int = 1) 
         "",
         device_line(data, driver),
         "",
-        peak_line(data, peak, model),
+        peak_line(data, peak, model) + (" A version on several GPUs is held against that many times the peak."
+                                        if peak and any(int(r.get("gpus", 1)) > 1 for r in rows) else ""),
         "",
         table(data, rows, peak),
         "",
@@ -268,21 +271,28 @@ def plot(data: dict, gpus: dict, path: Path, plt) -> None:
     ax.barh(y, bars, color=colors, edgecolor="tab:blue")
     if log:
         ax.set_xscale("log")
-    for yi, b, t in zip(y, bars, texts):
-        ax.text(b, yi, t, va="center", fontsize=8)
+    for yi, b, t in zip(y, bars, texts):  # on white, so that a peak line behind stays readable
+        ax.text(b, yi, t, va="center", fontsize=8, zorder=3,
+                bbox=dict(facecolor="white", edgecolor="none", pad=0.5, alpha=0.9))
+    peaks = []
     if peak and unit == PEAKS[data["peak"]][0]:
-        ax.axvline(peak, color="tab:red", linestyle="--", linewidth=1, label=f"datasheet peak: {fmt_num(peak)} {unit}")
-        ax.legend(loc="lower right", fontsize=8)
+        counts = sorted({int(r.get("gpus", 1)) for r in rows if r["timed"]} or {1})
+        for k, style in zip(counts, ("--", ":")):
+            label = f"datasheet peak: {fmt_num(peak * k)} {unit}" + (f" ({k} GPUs)" if k > 1 else "")
+            ax.axvline(peak * k, color="tab:red", linestyle=style, linewidth=1, label=label, zorder=1)
+            peaks.append(peak * k)
+        # Below the axis, out of the bars and their labels.
+        ax.legend(loc="upper right", bbox_to_anchor=(1, -0.14 if len(rows) > 3 else -0.25), fontsize=8, frameon=False)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_xlabel(unit + (" (log scale)" if log else ""))
     if positive:
-        hi = max(positive + ([peak] if peak and unit == PEAKS[data["peak"]][0] else []))
+        hi = max(positive + peaks)
         ax.set_xlim(right=hi * (8 if log else 1.35))
     dev = data.get("device", {}).get("name", "?")
-    ax.set_title(f"{data['family']}: {TITLES.get(data['family'], '')} on {dev}", fontsize=10)
+    ax.set_title(f"{data['family']}: {TITLES.get(data['family'], '')}\non {dev}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the whole title and legend, never cut
     plt.close(fig)
 
 

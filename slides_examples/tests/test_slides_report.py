@@ -211,3 +211,43 @@ def test_the_json_the_examples_write_is_what_the_report_reads(tmp_path):
     assert row_of(md, 3)[3] == "passed, not timed"  # a zero time is never shown as a rate
     assert row_of(md, 4)[3] == "not run" and "(aside)" in row_of(md, 4)[1]
     assert row_of(md, 5)[3] == "skipped"
+
+
+def test_a_slowdown_keeps_two_significant_digits_instead_of_printing_zero():
+    assert report.fmt_speedup(0.0038) == "0.0038x"
+    assert report.fmt_speedup(0.79) == "0.79x"
+    assert report.fmt_speedup(2.14) == "2.14x"
+
+
+def test_a_version_on_two_gpus_is_held_against_two_gpus_peak():
+    one, two = ver(1, 3000.0, unit="GB/s"), dict(ver(2, 6000.0, unit="GB/s"), gpus=2)
+    rows = report.compute_rows(family([one, two], peak="dram"), 4800.0)
+    assert rows[0]["peak_pct"] == pytest.approx(62.5) and rows[1]["peak_pct"] == pytest.approx(62.5)
+
+
+def test_the_plot_draws_a_peak_line_per_gpu_count_with_its_legend_below_the_bars_and_nothing_cut(tmp_path):
+    plt = report.load_pyplot()
+    if plt is None:
+        pytest.skip("matplotlib is not installed (pip install matplotlib): the plots cannot be drawn")
+    data = family([ver(1, 3000.0, unit="GB/s"), dict(ver(2, 6000.0, unit="GB/s"), gpus=2)], peak="dram")
+    data["family"] = "jacobi"
+    drawn = {}
+    real_savefig = plt.Figure.savefig
+
+    def keep(fig, path, **kw):
+        drawn["fig"] = fig
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        drawn["legend_below"] = ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
+        drawn["tight"] = kw.get("bbox_inches") == "tight"
+        drawn["lines"] = [line.get_label() for line in fig.axes[0].get_lines()]
+        return real_savefig(fig, path, **kw)
+
+    plt.Figure.savefig = keep
+    try:
+        report.plot(data, report.load_gpus(), tmp_path / "jacobi.png", plt)
+    finally:
+        plt.Figure.savefig = real_savefig
+    assert drawn["tight"]  # the saved image grows to hold the whole title and legend
+    assert drawn["legend_below"]
+    assert any("(2 GPUs)" in label for label in drawn["lines"]) and len(drawn["lines"]) == 2
