@@ -76,6 +76,21 @@ def read_gradebook(out: Path) -> list:
     return list(csv.DictReader((out / "gradebook.csv").open()))
 
 
+def test_the_plot_keeps_a_long_library_name_whole_and_draws_tier_lines_behind_every_label():
+    from grader.batch.reports import rate_plot
+    name = "cublasDtrmm out of place, then a copy back into B"
+    svg = rate_plot("trmm, n=4096, on NVIDIA H100", "GFLOPS",
+                    [("this submission", None, "#1f77b4"), ("reference solution", 45000.0, "#2ca02c"),
+                     (name, 52000.0, "#ff7f0e")], [(5000.0, 10), (20000.0, 25)])
+    assert f">{name}</text>" in svg
+    label_right = float(re.search(r'<text x="([\d.]+)" y="\d+" text-anchor="end">', svg).group(1))
+    assert label_right >= 7 * len(name)  # room for the whole name left of the bars
+    lines = [m.start() for m in re.finditer("<line", svg)]
+    assert max(lines[:-1]) < svg.index("not measured")  # the tier lines, then the texts over them
+    mask = svg.rindex("<rect", 0, svg.index("not measured"))
+    assert 'fill="white"' in svg[mask:svg.index("not measured")]
+
+
 # ---------------------------------------------------------------------------------------------
 # Hidden cases.
 
@@ -337,16 +352,21 @@ def test_verdicts_of_faults_forbidden_calls_and_an_early_exit_inside_a_batch(fak
     assert all(r["score"] == 0 for r in got.values())
 
 
-def test_the_reports_hold_an_svg_plot_of_the_rate_against_the_reference_and_the_library(fake_kit, tmp_path):
+def test_the_reports_show_a_plot_of_the_rate_against_the_reference_and_the_library_as_an_image_file(
+        fake_kit, tmp_path):
     subs, out = make_class(tmp_path), tmp_path / "out"
     batch.main(args(subs, out, ("no_reference", False)))
     ref = json.loads((out / "reference" / "trmm.json").read_text())
     assert ref["verdict"] == "correct"
     md = (out / "reports" / "alice.md").read_text()
     page = (out / "reports" / "alice.html").read_text()
-    for text in (md, page):
-        assert "<svg" in text and "</svg>" in text
-        assert "reference solution" in text and "cublasDtrmm" in text and "this submission" in text
+    image = out / "reports" / "alice-trmm-n4096.svg"
+    assert "](alice-trmm-n4096.svg)" in md and 'src="alice-trmm-n4096.svg"' in page
+    for text in (md, page):  # an image beside the report: Markdown viewers drop SVG written inline
+        assert "<svg" not in text
+    svg = image.read_text()
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    assert "reference solution" in svg and "cublasDtrmm" in svg and "this submission" in svg
     assert page.startswith("<!DOCTYPE html>")
     assert "(hidden)" in md  # the hidden case's size is not shown
     assert "nothing gradeable" in (out / "reports" / "dave.md").read_text()

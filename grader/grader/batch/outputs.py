@@ -65,7 +65,9 @@ class Outputs:
         info = self.state["entries"].get(student, {})
         recs = self._records(student)
         refs = {a: self._reference(a) for a in self.tasks}
-        md, page = student_report(student, info, recs, self.tasks, refs, self.gpu)
+        md, page, images = student_report(student, info, recs, self.tasks, refs, self.gpu)
+        for file, svg in images.items():
+            atomic_write(self.out / "reports" / file, svg)
         atomic_write(self.out / "reports" / f"{student}.md", md)
         atomic_write(self.out / "reports" / f"{student}.html", page)
         hidden = {n: [c.id for c in t.cases if getattr(c, "hidden", False)] for n, t in self.tasks.items()}

@@ -1,4 +1,5 @@
-"""Per-student reports of a batch: Markdown and HTML, with an SVG plot drawn by hand."""
+"""Per-student reports of a batch: Markdown and HTML, with SVG plots (drawn by hand, no plotting
+library needed) as image files beside them."""
 from __future__ import annotations
 
 import html
@@ -9,39 +10,50 @@ from ..results import GpuInfo
 from ..tasks import describe
 
 
+_CHAR_PX = 7.2
+"""Width of one character at the plot's 12 px sans-serif font, generously: labels are never cut."""
+
+
 def rate_plot(title: str, metric: str, bars: list, tiers: list = ()) -> str:
-    """A horizontal bar chart as inline SVG: bars are (label, rate or None, colour); tiers are
-    (rate, points) drawn as dashed lines."""
+    """A horizontal bar chart as an SVG document: bars are (label, rate or None, colour); tiers are
+    (rate, points), drawn as dashed lines over the bars and under every label."""
     vals = [v for _, v, _ in bars if v] + [r for r, _ in tiers]
     top = max(vals) * 1.12 if vals else 1.0
-    left, width, row = 170, 420, 28
+    left = 12 + _CHAR_PX * max([len(label) for label, _, _ in bars] + [10])
+    width, row = 420, 28
     height = 40 + row * len(bars) + 30
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" '
+    total = max(left + width + 90, 12 + _CHAR_PX * len(title))
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total:.0f}" height="{height}" '
            f'role="img" aria-label="{html.escape(title)}" font-family="sans-serif" font-size="12">',
+           '<rect width="100%" height="100%" fill="white"/>',
            f'<text x="4" y="16" font-weight="bold">{html.escape(title)}</text>']
+    base = 30 + row * len(bars)
+    texts = []  # drawn last, each on white: over the tier lines, which lie over the bars
     for i, (label, v, colour) in enumerate(bars):
         y = 30 + i * row
-        out.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>')
+        texts.append(f'<text x="{left - 6:.1f}" y="{y + 15}" text-anchor="end">{html.escape(label)}</text>')
         if v:
             w = max(1.0, width * v / top)
-            out.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row - 8}" fill="{colour}"/>')
-            out.append(f'<text x="{left + w + 4:.1f}" y="{y + 15}">{v:,.0f}</text>')
+            out.append(f'<rect x="{left:.1f}" y="{y + 3}" width="{w:.1f}" height="{row - 8}" fill="{colour}"/>')
+            text, x, fill = f"{v:,.0f}", left + w + 4, "#000"
         else:
-            out.append(f'<text x="{left + 4}" y="{y + 15}" fill="#888">not measured</text>')
-    base = 30 + row * len(bars)
+            text, x, fill = "not measured", left + 4, "#888"
+        texts.append(f'<rect x="{x - 2:.1f}" y="{y + 4}" width="{_CHAR_PX * len(text) + 4:.1f}" height="15" fill="white"/>')
+        texts.append(f'<text x="{x:.1f}" y="{y + 15}" fill="{fill}">{text}</text>')
     for r, pts in tiers:
         x = left + width * r / top
-        out.append(f'<line x1="{x:.1f}" y1="26" x2="{x:.1f}" y2="{base}" stroke="#999" stroke-dasharray="4 3"/>')
+        out.append(f'<line x1="{x:.1f}" y1="26" x2="{x:.1f}" y2="{base}" stroke="#444" stroke-dasharray="4 3"/>')
         out.append(f'<text x="{x:.1f}" y="{base + 12}" text-anchor="middle" fill="#666" font-size="10">{pts:g}</text>')
-    out.append(f'<line x1="{left}" y1="{base}" x2="{left + width}" y2="{base}" stroke="#333"/>')
-    out.append(f'<text x="{left + width / 2}" y="{base + 26}" text-anchor="middle">{html.escape(metric)} '
+    out += texts
+    out.append(f'<line x1="{left:.1f}" y1="{base}" x2="{left + width:.1f}" y2="{base}" stroke="#333"/>')
+    out.append(f'<text x="{left + width / 2:.1f}" y="{base + 26}" text-anchor="middle">{html.escape(metric)} '
                f'(dashed: performance tiers, with their points)</text>')
     out.append("</svg>")
-    return "\n".join(out)
+    return "\n".join(out) + "\n"
 
 
 def _plots(rec: dict, task, ref: Optional[dict], gpu_name: str) -> list:
-    """One plot per graded case: the student's rate, the reference's and the library's on this GPU."""
+    """(case id, SVG) per graded case: the student's rate, the reference's and the library's on this GPU."""
     plots = []
     mine = {p["case_id"]: p for p in rec.get("performance", [])}
     theirs = {p["case_id"]: p for p in (ref or {}).get("performance", [])} if ref else {}
@@ -53,14 +65,17 @@ def _plots(rec: dict, task, ref: Optional[dict], gpu_name: str) -> list:
         tiers = list(zip(th.get("rates", []), th.get("points", [])))
         bars = [("this submission", p["rate"] if p else None, "#1f77b4"),
                 ("reference solution", r["rate"] if r else None, "#2ca02c"),
-                (base_name[:26], base, "#ff7f0e")]
-        plots.append(rate_plot(f"{task.name}, {describe(g.case.params)}, on {gpu_name}", task.metric, bars, tiers))
+                (base_name, base, "#ff7f0e")]
+        plots.append((g.case.id, rate_plot(f"{task.name}, {describe(g.case.params)}, on {gpu_name}", task.metric,
+                                           bars, tiers)))
     return plots
 
 
 def student_report(student: str, info: dict, recs: list, task_of: dict, refs: dict, gpu: GpuInfo) -> tuple:
-    """(Markdown, HTML) of one student's grading."""
+    """(Markdown, HTML, {file name: SVG}) of one student's grading: the plots are image files beside
+    the reports (Markdown viewers show an image, not SVG written into the text)."""
     name = info.get("name") or student
+    images = {}
     total = sum(r.get("score", 0) for r in recs)
     possible = sum(task_of[a].max_score for a in task_of)
     md = [f"# {name} ({student})", "", f"Entry: `{info.get('source', '')}` ({info.get('layout', '')}); "
@@ -111,12 +126,15 @@ def student_report(student: str, info: dict, recs: list, task_of: dict, refs: di
                     line += f"; {p.get('baseline_name')}: {p['baseline_rate']:,.1f} ({p['rate'] / p['baseline_rate']:.2f}x)"
                 md += [line, ""]
                 body.append(f"<p>{html.escape(line)}</p>")
-            for svg in _plots(rec, task, refs.get(a), gpu.name):
-                md += [svg, ""]
-                body.append(f"<div>{svg}</div>")
+            for case_id, svg in _plots(rec, task, refs.get(a), gpu.name):
+                name_ = f"{student}-{a}-{case_id}.svg"
+                images[name_] = svg
+                md += [f"![{a}: the rate against the reference and the library]({name_})", ""]
+                body.append(f'<p><img src="{html.escape(name_)}" alt="{html.escape(a)}: the rate against the '
+                            f'reference and the library"></p>')
     page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html.escape(f"{name}: grading") +
             "</title><style>body{font-family:sans-serif;max-width:900px;margin:2em auto}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
             "pre{background:#f6f6f6;padding:8px;overflow-x:auto}</style></head><body>\n" + "\n".join(body) +
             "\n</body></html>\n")
-    return "\n".join(md) + "\n", page
+    return "\n".join(md) + "\n", page, images
