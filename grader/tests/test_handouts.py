@@ -342,3 +342,14 @@ def test_code_blocks_are_highlighted_in_the_html_handout(rendered):
     pytest.importorskip("pygments", reason="Pygments colours the code (pip install -r grader/requirements-handouts.txt)")
     html = (rendered / "trmm.html").read_text()
     assert 'class="codehilite"' in html and ".codehilite .k" in html  # a keyword's colour, and its rule
+
+
+def test_counts_of_calls_are_written_in_the_singular_for_one(rendered):
+    text = (rendered / "jacobi.md").read_text()
+    assert "1 warm-up call," in text and "1 warm-up calls" not in text
+
+
+def test_make_handouts_and_dist_pass_no_pdf_on():
+    for target in ("handouts", "dist"):
+        dry = subprocess.run(["make", "-n", target, "NO_PDF=1"], cwd=ROOT, capture_output=True, text=True)
+        assert dry.returncode == 0 and f"-m grader {target}" in dry.stdout and "--no-pdf" in dry.stdout, dry.stdout
