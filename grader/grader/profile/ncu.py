@@ -1,0 +1,173 @@
+"""Nsight Compute's side: the command that profiles one call, and its raw CSV read into kernels.
+
+The profile is taken with sections, not with a list of metric names: a section collects what its
+Nsight Compute version calls its metrics, and a quantity this kit reads is looked up under each of
+the names it has had (`_NAMES`), so a metric a version lacks leaves that quantity unknown (and
+the hints that need it silent) instead of failing the profile.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "LaunchStats", "Occupancy",
+            "MemoryWorkloadAnalysis_Tables", "WarpStateStats")
+"""What one profile collects: throughput against the GPU's peaks, the FLOP and byte counts of the
+roofline, the launch and what limits occupancy, the global loads' sectors, and the warp stalls."""
+
+NO_PERMISSION = "ERR_NVGPUCTRPERM"
+"""What ncu prints where the driver lets only administrators read the GPU's counters."""
+PERMISSION_HOWTO = ("the GPU's performance counters are open to administrators only here "
+                    "(ERR_NVGPUCTRPERM): an administrator can open them with the NVIDIA driver option "
+                    "NVreg_RestrictProfilingToAdminUsers=0 (https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
+
+
+def find_ncu() -> Optional[str]:
+    """ncu: $NCU, else on PATH, else in the CUDA Toolkit beside nvcc; None where there is none."""
+    env = os.environ.get("NCU")
+    if env:
+        return env if shutil.which(env) else None
+    found = shutil.which("ncu")
+    if found:
+        return found
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        beside = Path(nvcc).resolve().parent / "ncu"
+        if beside.is_file():
+            return str(beside)
+    return None
+
+
+def command(ncu: str, report: Path) -> list:
+    """ncu, profiling every kernel of the program it starts (its arguments follow) into `report`."""
+    args = [ncu, "--target-processes", "all", "--export", str(report), "--force-overwrite",
+            "--cache-control", "all", "--clock-control", "base"]
+    for s in SECTIONS:
+        args += ["--section", s]
+    return args
+
+
+def import_command(ncu: str, report: Path) -> list:
+    """ncu reading a report back as CSV: one row per kernel, every metric raw, units in base form."""
+    return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The CSV.
+
+_NAMES = {
+    "duration_ns": ("gpu__time_duration.sum",),
+    "dram_bytes": ("dram__bytes.sum",),
+    "dram_read": ("dram__bytes_read.sum",),
+    "dram_write": ("dram__bytes_write.sum",),
+    "dram_pct": ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                 "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
+    "dfma": ("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",),
+    "dadd": ("smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",),
+    "dmul": ("smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",),
+    "ffma": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",),
+    "fadd": ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",),
+    "fmul": ("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",),
+    "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
+    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
+    "limit_registers": ("launch__occupancy_limit_registers",),
+    "limit_shared_mem": ("launch__occupancy_limit_shared_mem",),
+    "limit_warps": ("launch__occupancy_limit_warps",),
+    "limit_blocks": ("launch__occupancy_limit_blocks",),
+    "registers": ("launch__registers_per_thread",),
+    "block_size": ("launch__block_size",),
+    "grid_size": ("launch__grid_size",),
+    "smem_static": ("launch__shared_mem_per_block_static",),
+    "smem_dynamic": ("launch__shared_mem_per_block_dynamic",),
+    "sms": ("device__attribute_multiprocessor_count",),
+    "l2_hit_pct": ("lts__t_sector_hit_rate.pct",),
+    "ld_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",),
+    "ld_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",),
+    "ld_bytes_used_pct": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",),
+}
+_STALL = "smsp__average_warps_issue_stalled_"
+_STALL_END = "_per_issue_active.ratio"
+
+
+@dataclass
+class Kernel:
+    """One kernel launch of a profile, in the units ncu's base form gives (bytes, ns, counts, %)."""
+    name: str
+    """The kernel's (demangled) name."""
+    values: dict = field(default_factory=dict)
+    """Quantity (a key of _NAMES) -> number, for those this profile has."""
+    stalls: dict = field(default_factory=dict)
+    """Warp stall reason (long_scoreboard, barrier, ...) -> warps stalled per issued instruction."""
+
+    def get(self, key: str) -> Optional[float]:
+        return self.values.get(key)
+
+    @property
+    def flops64(self) -> Optional[float]:
+        """FP64 operations: an FMA counts two."""
+        return _flops(self, "dfma", "dadd", "dmul")
+
+    @property
+    def flops32(self) -> Optional[float]:
+        return _flops(self, "ffma", "fadd", "fmul")
+
+    @property
+    def bytes(self) -> Optional[float]:
+        """Bytes that crossed DRAM."""
+        if self.get("dram_bytes") is not None:
+            return self.get("dram_bytes")
+        if self.get("dram_read") is None and self.get("dram_write") is None:
+            return None
+        return (self.get("dram_read") or 0.0) + (self.get("dram_write") or 0.0)
+
+
+def _flops(k: Kernel, fma: str, add: str, mul: str) -> Optional[float]:
+    if all(k.get(x) is None for x in (fma, add, mul)):
+        return None
+    return 2 * (k.get(fma) or 0.0) + (k.get(add) or 0.0) + (k.get(mul) or 0.0)
+
+
+def _number(text: str) -> Optional[float]:
+    text = text.strip().replace(",", "")
+    if not text or text in ("n/a", "N/A"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_raw_csv(text: str) -> list:
+    """The kernels of `ncu --csv --page raw` output, in launch order. Lines ncu writes around the
+    table (==PROF== notes) are skipped; the row after the header holds the units."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 2:
+        return []
+    header = rows[0]
+    col = {name: i for i, name in enumerate(header)}
+    kernels = []
+    for row in rows[1:]:
+        if len(row) != len(header) or _number(row[col.get("ID", 0)]) is None:
+            continue  # the units row, whose ID is empty
+        k = Kernel(row[col["Kernel Name"]] if "Kernel Name" in col else "kernel")
+        for key, names in _NAMES.items():
+            for name in names:
+                if name in col:
+                    v = _number(row[col[name]])
+                    if v is not None:
+                        k.values[key] = v
+                        break
+        for name, i in col.items():
+            if name.startswith(_STALL) and name.endswith(_STALL_END):
+                v = _number(row[i])
+                if v is not None:
+                    k.stalls[name[len(_STALL):-len(_STALL_END)]] = v
+        kernels.append(k)
+    return kernels

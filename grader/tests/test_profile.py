@@ -1,0 +1,154 @@
+"""profile/: an Nsight Compute raw CSV read into kernels, the hint rules (each on a kernel that
+triggers it and one that does not) and the roofline picture. No GPU and no ncu needed: the CSVs
+are written here in ncu's layout (a header row, a units row, one row per kernel)."""
+import csv
+import io
+
+import pytest
+
+from grader.profile import Peaks, hints, parse_raw_csv, table
+from grader.profile import rules
+from grader.profile.ncu import Kernel
+from grader.profile.roofline import svg
+
+H100 = Peaks(flops=67e12, bandwidth=3.35e12, sms=132, precision="fp64")
+STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+
+
+def raw_csv(*kernels: dict) -> str:
+    """ncu --csv --page raw --print-units base, for kernels given as {metric: value}."""
+    fixed = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+             "Block Size", "Grid Size", "Device", "CC"]
+    metrics = sorted({m for k in kernels for m in k if m not in fixed})
+    out = io.StringIO()
+    w = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    w.writerow(fixed + metrics)
+    w.writerow([""] * len(fixed) + ["byte" if "bytes" in m else "" for m in metrics])
+    for i, k in enumerate(kernels):
+        w.writerow([str(i), "4242", "runner", "gpu", k.get("Kernel Name", f"kernel_{i}"), "1", "7", "(256, 1, 1)",
+                    "(1, 1, 1)", "0", "9.0"] + [k.get(m, "") for m in metrics])
+    return "==PROF== Connected to process 4242\n" + out.getvalue() + "==PROF== Disconnected\n"
+
+
+def kernel(**values) -> Kernel:
+    k = Kernel("void trmm_kernel<64>(int, const double*, double*)")
+    k.values.update(values)
+    return k
+
+
+# ---------------------------------------------------------------------------------------------
+# The CSV.
+
+def test_the_raw_csv_is_read_into_kernels_with_their_metrics_stalls_and_thousands_separators():
+    text = raw_csv({"Kernel Name": "copy_kernel(const double*, double*, long)", "gpu__time_duration.sum": "1,234,567",
+                    "dram__bytes_read.sum": "2,000,000,000", "dram__bytes_write.sum": "1,000,000,000",
+                    "launch__grid_size": "4,096", STALL.format("long_scoreboard"): "3.5"},
+                   {"Kernel Name": "tail_kernel", "gpu__time_duration.sum": "1000"})
+    ks = parse_raw_csv(text)
+    assert [k.name for k in ks] == ["copy_kernel(const double*, double*, long)", "tail_kernel"]
+    assert ks[0].get("duration_ns") == 1234567 and ks[0].bytes == 3e9 and ks[0].get("grid_size") == 4096
+    assert ks[0].stalls == {"long_scoreboard": 3.5}
+    assert ks[1].bytes is None and ks[1].stalls == {}
+
+
+def test_an_output_without_a_table_gives_no_kernels():
+    assert parse_raw_csv("==PROF== No kernels were profiled.\n") == []
+
+
+def test_fp64_operations_count_an_fma_twice():
+    k = kernel(dfma=10.0, dadd=3.0, dmul=2.0)
+    assert k.flops64 == 25 and k.flops32 is None
+
+
+def test_the_table_gives_each_kernel_its_share_rate_and_intensity():
+    a = kernel(duration_ns=3e6, dram_bytes=6e9, dfma=1e9)
+    b = kernel(duration_ns=1e6)
+    rows = table([b, a], H100)
+    assert rows[0]["share_pct"] == pytest.approx(75) and rows[1]["share_pct"] == pytest.approx(25)
+    assert rows[0]["dram_gbs"] == pytest.approx(2000) and rows[0]["intensity"] == pytest.approx(2e9 / 6e9)
+    assert rows[0]["gflops"] == pytest.approx(2e9 / 3e-3 / 1e9) and rows[1]["gflops"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules, both ways.
+
+def test_a_grid_smaller_than_the_gpu_is_named_with_its_block_count():
+    said = rules.grid_too_small(kernel(grid_size=1, block_size=1), H100)
+    assert said.startswith("trmm_kernel runs 1 block of 1 threads on 132 multiprocessors")
+    assert rules.grid_too_small(kernel(grid_size=4096, block_size=256), H100) is None
+
+
+def test_loads_that_use_a_small_part_of_each_sector_are_called_uncoalesced():
+    said = rules.uncoalesced(kernel(ld_bytes_used_pct=12.5, ld_sectors=3.2e7, ld_requests=1e6), H100)
+    assert "only 12% of each 32-byte sector" in said and "32.0 sectors per request" in said
+    assert rules.uncoalesced(kernel(ld_bytes_used_pct=100.0, ld_sectors=8e6, ld_requests=1e6), H100) is None
+
+
+def test_without_the_bytes_used_the_sectors_per_request_decide_and_eight_is_fine():
+    assert "32.0 sectors of 32 bytes per request" in rules.uncoalesced(kernel(ld_sectors=3.2e7, ld_requests=1e6), H100)
+    assert rules.uncoalesced(kernel(ld_sectors=8e6, ld_requests=1e6), H100) is None
+    assert rules.uncoalesced(kernel(), H100) is None
+
+
+def test_low_occupancy_names_the_resource_that_limits_it():
+    said = rules.occupancy(kernel(achieved_occupancy_pct=24.6, theoretical_occupancy_pct=25.0, registers=168,
+                                  limit_registers=1, limit_shared_mem=8, limit_warps=8, limit_blocks=32), H100)
+    assert said == "trmm_kernel: occupancy 25% (at most 25% with this launch), limited by 168 registers per thread"
+    said = rules.occupancy(kernel(achieved_occupancy_pct=12, theoretical_occupancy_pct=12.5, smem_static=98304,
+                                  limit_registers=4, limit_shared_mem=1, limit_warps=8, limit_blocks=32), H100)
+    assert said.endswith("limited by 96 KiB of shared memory per block")
+
+
+def test_occupancy_is_not_blamed_when_it_is_high_or_only_achieved_is_low():
+    limits = dict(limit_registers=1, limit_shared_mem=8, limit_warps=8, limit_blocks=32, registers=168)
+    assert rules.occupancy(kernel(achieved_occupancy_pct=85, theoretical_occupancy_pct=100, **limits), H100) is None
+    assert rules.occupancy(kernel(achieved_occupancy_pct=30, theoretical_occupancy_pct=100, **limits), H100) is None
+
+
+def test_a_kernel_under_the_ridge_point_is_memory_bound_and_told_whether_dram_is_busy():
+    slow = rules.bound(kernel(dram_bytes=1e9, dadd=1e8, dram_pct=12.0, duration_ns=2.5e6), H100)
+    assert "is memory-bound (0.1 FLOP per DRAM byte, under this GPU's ridge point of 20)" in slow
+    assert "DRAM runs at 12% of its bandwidth, far below" in slow
+    busy = rules.bound(kernel(dram_bytes=1e9, dadd=1e8, dram_pct=88.0, duration_ns=3.4e5), H100)
+    assert "88% of its bandwidth, so the bytes, not the arithmetic, set its time" in busy
+
+
+def test_a_kernel_over_the_ridge_point_is_compute_bound_with_its_share_of_the_peak():
+    said = rules.bound(kernel(dram_bytes=1e8, dfma=1.675e10, dram_pct=5.0, duration_ns=1e6), H100)
+    assert "is compute-bound (3.4e+02 FLOP per DRAM byte" in said and "FP64 rate is 50% of this GPU's peak" in said
+    assert rules.bound(kernel(dram_pct=5.0), H100) is None  # no FLOP count: nothing said
+
+
+def test_a_stall_reason_is_named_only_when_it_dominates():
+    said = rules.stalls(Kernel("k", stalls={"long_scoreboard": 7.0, "barrier": 1.0, "wait": 1.0, "selected": 1.0}), H100)
+    assert said == "k: its warps wait mostly for global memory (loads not yet arrived) (78% of stalls)"
+    even = Kernel("k", stalls={"long_scoreboard": 1.0, "barrier": 1.0, "wait": 1.0, "short_scoreboard": 1.0})
+    assert rules.stalls(even, H100) is None
+
+
+def test_hints_come_from_the_kernels_that_take_the_time_and_are_at_most_three():
+    tiny = Kernel("setup", {"duration_ns": 1e3, "grid_size": 1, "block_size": 1})
+    main = kernel(duration_ns=1e6, grid_size=1, block_size=32, ld_bytes_used_pct=10.0, achieved_occupancy_pct=3,
+                  theoretical_occupancy_pct=3, limit_warps=1, limit_registers=8, dram_bytes=1e6, dadd=1e5,
+                  dram_pct=1.0)
+    said = hints([tiny, main], H100)
+    assert len(said) == 3 and all(s.startswith("trmm_kernel") and s.endswith(".") for s in said)
+    assert "setup" not in " ".join(said)
+    assert hints([kernel(duration_ns=1e6, grid_size=4096, block_size=256)], H100) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The roofline.
+
+def test_the_roofline_draws_both_roofs_and_a_point_per_kernel_with_its_label():
+    picture = svg("trmm on NVIDIA H100", H100, [("trmm_kernel", "submission", 0.5, 1.2e12),
+                                                 ("cublasDtrmm", "library", 40.0, 28e12)])
+    assert picture.startswith("<svg") and picture.rstrip().endswith("</svg>")
+    assert "FP64 peak 67 TFLOP/s" in picture and "DRAM 3,350 GB/s" in picture
+    assert picture.count("<circle") == 4  # two points, and two in the key
+    assert ">trmm_kernel (submission)<" in picture and ">cublasDtrmm (library)<" in picture
+
+
+def test_a_point_without_a_flop_count_is_left_out_of_the_roofline():
+    picture = svg("reduce", H100, [("copy", "submission", None, None)])
+    assert "<circle" not in picture
