@@ -272,8 +272,8 @@ def plot(data: dict, gpus: dict, path: Path, plt) -> None:
     if log:
         ax.set_xscale("log")
     for yi, b, t in zip(y, bars, texts):  # on white, so that a peak line behind stays readable
-        ax.text(b, yi, t, va="center", fontsize=8, zorder=3,
-                bbox=dict(facecolor="white", edgecolor="none", pad=0.5, alpha=0.9))
+        ax.annotate(t.strip(), (b, yi), xytext=(5, 0), textcoords="offset points", va="center", fontsize=8,
+                    zorder=3, bbox=dict(facecolor="white", edgecolor="none", pad=0.3, alpha=0.9))
     peaks = []
     if peak and unit == PEAKS[data["peak"]][0]:
         counts = sorted({int(r.get("gpus", 1)) for r in rows if r["timed"]} or {1})
