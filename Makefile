@@ -5,6 +5,7 @@
 #   make harness [A=...] [ARCH=sm_90]                     build the harness only
 #   make slides-bench                                     lecture examples: check, time, tables per GPU
 #   make grade ... HIDDEN=1                               include the hidden cases (TA grading)
+#   make grade ... PROFILE=1                              then profile one call (Nsight Compute): why it is as fast as it is
 #   make handouts [HANDOUTS_OUT=dir] [NO_PDF=1] | make dist [DIST_OUT=file.tar.gz] [NO_PDF=1]   for instructors
 #   make batch SUBMISSIONS=dir [OUT=dir] [REGRADE=student]   grade a whole class (TAs)
 #   make bench [A=...] [REPEAT=5] [BENCH_OUT=dir]           the references against the libraries and the GPU's limits
@@ -17,10 +18,10 @@ include harness/harness.mk
 .PHONY: all grade test test-cpp test-python harness clean help slides-bench handouts dist bench
 all: help
 help:
-	@sed -n '3,10p' Makefile
+	@sed -n '3,11p' Makefile
 
 grade:
-	@$(call grade_cmd,$(if $(filter 1 yes true,$(HIDDEN)),--hidden))
+	@$(call grade_cmd,$(if $(filter 1 yes true,$(HIDDEN)),--hidden) $(if $(filter 1 yes true,$(PROFILE)),--profile))
 
 test:
 	@sh tools/test.sh
@@ -46,7 +47,7 @@ batch:
 	@$(if $(SUBMISSIONS),,$(error make batch needs SUBMISSIONS=folder with one entry per student))$(GRADER) batch $(SUBMISSIONS) \
 		$(if $(filter command line,$(origin OUT)),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
 		$(if $(filter command line,$(origin A)),--assignments $(A)) $(if $(REGRADE),--regrade $(REGRADE)) \
-		$(if $(filter 1 yes true,$(SIMILARITY)),--similarity) $(if $(filter 1 yes true,$(SLURM)),--slurm) \
+		$(if $(filter 1 yes true,$(SIMILARITY)),--similarity) $(if $(filter 1 yes true,$(PROFILE)),--profile) $(if $(filter 1 yes true,$(SLURM)),--slurm) \
 		$(if $(filter 1 yes true,$(SLURM_STATUS)),--status) $(if $(GPUS),--gpus $(GPUS)) $(BATCH_FLAGS)
 
 # Instructors: the handouts (build/handouts/) and the student kit (build/dist/cuda-kit-student.tar.gz),

@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     g.add_argument("--seed", type=lambda s: int(s, 0), help="fixed secret, for reproducible inputs (debugging)")
     g.add_argument("--keep", action="store_true", help="keep the work folder (plans, dumps, logs)")
     g.add_argument("--hidden", action="store_true", help="include the hidden cases (TA grading)")
+    g.add_argument("--profile", action="store_true", help="after grading, profile one call with Nsight Compute: "
+                                                          "numbers per kernel, hints, a roofline (not scored)")
     h = sub.add_parser("handouts", help="render every handout (Markdown, HTML, PDF) and the index")
     h.add_argument("--out", type=Path, help="output folder (default: build/handouts)")
     h.add_argument("--no-pdf", action="store_true", help="Markdown and HTML only (no Chromium needed)")
@@ -74,6 +76,8 @@ def main(argv=None) -> int:
     b.add_argument("--time-limit", help="with --slurm: each job's time limit (sbatch --time, e.g. 2:00:00)")
     b.add_argument("--sbatch-flag", action="append", metavar="FLAG", help="with --slurm: a flag passed to sbatch "
                                                                         "as it is (repeat for several)")
+    b.add_argument("--profile", action="store_true", help="profile each graded submission with Nsight Compute "
+                                                          "(in its jail; not scored)")
     b.add_argument("--similarity", action="store_true", help="after grading, report the submissions that share code "
                                                               "(needs copydetect)")
     b.add_argument("--threshold", type=float, help="with --similarity: the score reported from (default 0.6)")
@@ -138,7 +142,7 @@ def _grade(args) -> int:
     worst = 0
     for task in loaded:
         src = args.submission or tasks.ROOT / "student_template" / task.name / "kernel.cu"
-        result = grade(task, src.resolve(), info, Options(secret=args.seed, keep=args.keep))
+        result = grade(task, src.resolve(), info, Options(secret=args.seed, keep=args.keep, profile=args.profile))
         print(report.terminal(result), flush=True)
         out = args.json or tasks.ROOT / "grades" / f"{task.name}.json"
         report.write_json(result, out)

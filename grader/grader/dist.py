@@ -28,7 +28,9 @@ NAME = "cuda-kit-student"
 """The tarball's top folder, and the default file name."""
 
 GRADER_FILES = "*.py"
-"""The grader package: its modules only."""
+"""The grader package: its modules, and the subpackages of GRADER_PACKAGES."""
+GRADER_PACKAGES = ("profile",)
+"""What `make grade` needs beyond the modules (the profile of PROFILE=1); batch stays with the course."""
 
 
 def strip_hidden(text: str, where: str = "task.json") -> str:
@@ -77,6 +79,9 @@ def stage(dest: Path, root: Path = tasks.ROOT, pdf: bool = True) -> Path:
     shutil.rmtree(kit / "harness" / "tests")  # the kit's own tests stay with the course
     for py in sorted((root / "grader" / "grader").glob(GRADER_FILES)):
         _copy(py, kit / "grader" / "grader" / py.name)
+    for package in GRADER_PACKAGES:
+        for py in sorted((root / "grader" / "grader" / package).glob(GRADER_FILES)):
+            _copy(py, kit / "grader" / "grader" / package / py.name)
     for f in ("registry.txt", "gpus.json"):
         _copy(root / "assignments" / f, kit / "assignments" / f)
     for name in names:

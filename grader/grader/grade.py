@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Optional
 
 from . import build, judged, protocol, sandbox, score, workdir
-from .sanitize import sanitize
+from .checks import case_result, explain, number
 from .gpu import NoGpu, peak
+from .profile import run as profile_run
 from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
-from .tasks import Case, Task, describe
+from .sanitize import sanitize
+from .tasks import Task, describe
 
 
 @dataclass
@@ -35,6 +37,8 @@ class Options:
     gpus: Optional[tuple] = None
     """The GPUs this grading uses (indices in PCI order), as a batch gives each grading its own; None:
     the machine's default (GPU 0, or 0 and 1 for a two-GPU assignment)."""
+    profile: bool = False
+    """After a grading that timed the submission, profile one call with Nsight Compute (no effect on the score)."""
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
@@ -135,6 +139,10 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
     except Forbidden as f:
         return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["performance"] = time.monotonic() - t0
+    if opts.profile and result.performance:
+        t0 = time.monotonic()
+        result.profile = profile_run.profile(task, work, gpu, opts.gpus)
+        result.stage_seconds["profile"] = time.monotonic() - t0
     return result
 
 
@@ -203,7 +211,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
     for c in task.cases:
         v = verdicts.get(c.id, (Verdict.NOT_RUN, "not run"))
         if v is None:
-            r = _judge(task, c, checks.get(c.id, []), seconds.get(c.id))
+            r = case_result(c, checks.get(c.id, []), seconds.get(c.id))
         else:
             r = CaseResult(c.id, c.params, v[0], v[1], tolerance=c.tol)
         if c.hidden:  # what students see of a hidden case: its verdict, never its sizes
@@ -239,58 +247,6 @@ def _judge_failed(task: Task, s: judged.Session) -> None:
     if s.judge is None or s.timed_out or s.judge.returncode in (0, -9):
         return
     raise build.KitError(f"the {task.name} judge failed (exit {s.judge.returncode}):\n{s.judge.output}")
-
-
-def _judge(task: Task, case: Case, records: list, seconds) -> CaseResult:
-    if not records:
-        return CaseResult(case.id, case.params, Verdict.INCORRECT, "the checker saw no output",
-                          tolerance=case.tol, seconds=seconds)
-    # The failing record that says most: nothing written beats a wrong value, which beats a small error.
-    worst = max(records, key=lambda r: (not r.get("pass"), bool(r.get("unwritten") or r.get("reason")),
-                                        _num(r.get("rel_error"))))
-    msg = explain(worst, case.tol, conceal=case.hidden)
-    verdict = Verdict.CORRECT if all(r.get("pass") for r in records) else Verdict.INCORRECT
-    # The error norm covers only the elements that were written and finite: show it only when that
-    # is all of them, or it would look better than the output is.
-    whole = not any(worst.get(k) for k in ("unwritten", "nonfinite", "protected_changed", "reason"))
-    return CaseResult(case.id, case.params, verdict, msg, rel_error=_num(worst.get("rel_error")) if whole else None,
-                      tolerance=case.tol, seconds=seconds)
-
-
-def _num(x) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return float("inf")
-
-
-def explain(rec: dict, tol: float, conceal: bool = False) -> str:
-    """One line on what a checker record says about an output array; with `conceal` (a hidden case)
-    no element count, index or value, from which its sizes could be worked out."""
-    name = rec.get("array", "output")
-    if "reason" in rec:
-        return f"{name}: {rec['reason']}"
-    n = rec.get("compared", 0) - rec.get("protected", 0)  # the elements that had to be computed
-    some = (lambda k: "some") if conceal else (lambda k: f"{k} of {n}")
-    if rec.get("unwritten"):
-        if rec["unwritten"] == n:
-            return f"output not computed: no element of {name} was written"
-        return f"{some(rec['unwritten'])} elements of {name} were never written"
-    if rec.get("protected_changed"):
-        return f"{'some' if conceal else rec['protected_changed']} elements of {name} that must not change were changed"
-    if rec.get("nonfinite"):
-        return f"{some(rec['nonfinite'])} elements of {name} are NaN or infinite"
-    rel = _num(rec.get("rel_error"))
-    if rec.get("pass"):
-        return f"relative error {rel:.1e}"
-    if conceal:
-        return f"relative error {rel:.1e} exceeds the tolerance {tol:g}"
-    if "expected" in rec:  # a one-element output: a returned value (a count of sweeps, a sum) or n = 1
-        where = f"{name} is {_num(rec.get('value')):.17g}, expected {_num(rec.get('expected')):.17g}"
-    else:
-        where = (f"worst: {name}[{rec.get('worst_index')}] = {_num(rec.get('worst_got')):.17g}, "
-                 f"expected {_num(rec.get('worst_want')):.17g}")
-    return f"relative error {rel:.1e} exceeds the tolerance {tol:g} ({where})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,7 +293,7 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
     # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
     returned = {}
     for name in task.returned:
-        values = sorted(_num(r.get("value")) for r in checks[g.id] if r.get("array") == name and "value" in r)
+        values = sorted(number(r.get("value")) for r in checks[g.id] if r.get("array") == name and "value" in r)
         if values:
             returned[name] = values[len(values) // 2]
     work_units = task.work(g.params, returned)

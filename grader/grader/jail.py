@@ -10,7 +10,7 @@ grader. It sees only what its step needs:
             runner's objects read-only, its work folder, a private /tmp
   run       the runtime libraries the runner loads (the C and C++ runtimes, libcuda and the driver's
             own helpers: no cuBLAS, cuFFT, cuDNN, NCCL, no toolkit), /dev/nvidia*, its work folder,
-            a private /tmp; compute-sanitizer's folder too when it runs under it
+            a private /tmp; compute-sanitizer's or Nsight Compute's folder too when it runs under one
 
 Nothing else exists in there: not the kit's source or build folder, the references, the task files,
 other submissions, the outputs, the TA's home, other checkouts on the disk, the host's /tmp, the
@@ -57,6 +57,8 @@ class Jail:
     """/dev/nvidia* device nodes bound into a run."""
     sanitizer: Optional[Path] = None
     """compute-sanitizer's own folder, bound only when a run goes through it."""
+    profiler: Optional[Path] = None
+    """Nsight Compute's own folder (ncu's), bound only when a run is profiled."""
     limits: Limits = field(default_factory=Limits)
     """Processes, memory, disk and the private /tmp of each submission."""
     stage: Optional[Path] = None
@@ -95,7 +97,7 @@ class Jail:
 
     def command(self, cmd: list, work: Path, view: str, read_only: tuple = (), gpus: Optional[tuple] = None) -> list:
         """bwrap's command line that runs `cmd` in `work` (bound read-write, at its own path) with the
-        given view ("compile", "run" or "sanitize") and the extra files or folders `read_only`. With
+        given view ("compile", "run", "sanitize" or "profile") and the extra files or folders `read_only`. With
         `gpus` (as CUDA_VISIBLE_DEVICES names them), a run sees only those GPUs' device nodes where
         they are numbers: the driver then shows it those GPUs alone, whatever the program sets in its
         environment; GPUs named otherwise (UUIDs) are chosen through CUDA_VISIBLE_DEVICES."""
@@ -112,7 +114,7 @@ class Jail:
             a += _system_dirs()
         elif view == "compile":
             a += _system_dirs() + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
-        elif view in ("run", "sanitize"):
+        elif view in ("run", "sanitize", "profile"):
             for lib in self.runtime:
                 a += _ro(lib)
             by_node = gpus is not None and all(g.isdigit() for g in gpus)
@@ -124,6 +126,10 @@ class Jail:
                 a += ["--setenv", "CUDA_VISIBLE_DEVICES", ",".join(gpus)]
             if view == "sanitize" and self.sanitizer:
                 a += _ro(self.sanitizer)
+            if view == "profile" and self.profiler:
+                # ncu and the system files it needs (read-only, as when compiling): nothing of a
+                # profiled run is graded, so a library reachable there earns nothing.
+                a += _system_dirs() + _ro(self.profiler)
         else:
             raise ValueError(f"no such view: {view}")
         a += ["--bind", str(work), str(work)]
@@ -184,7 +190,8 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     libs = runtime_libraries(probe)
     jail = Jail(bwrap=bwrap, toolkit=toolkit, include=Path(include).resolve(), runtime=libs,
                 devices=sorted(str(d) for d in Path("/dev").glob("nvidia*") if d.is_char_device()),
-                sanitizer=Path(sanitizer).parent if sanitizer else None, limits=limits or Limits(), stage=stage)
+                sanitizer=Path(sanitizer).parent if sanitizer else None, profiler=profiler_folder(),
+                limits=limits or Limits(), stage=stage)
     if stage is not None:
         jail.include = jail.expose(include)
     check_namespaces(jail)
@@ -198,6 +205,13 @@ def sanitizer_executable() -> Optional[str]:
         return None
     real = Path(exe).resolve().parent.parent / "compute-sanitizer" / "compute-sanitizer"
     return str(real) if real.is_file() else exe
+
+
+def profiler_folder() -> Optional[Path]:
+    """Nsight Compute's folder (ncu with its libraries and sections), or None where ncu is missing."""
+    from .profile.ncu import find_ncu  # the profile package needs nothing of the jail's
+    exe = find_ncu()
+    return Path(exe).resolve().parent if exe else None
 
 
 def check_namespaces(jail: Jail) -> None:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from .results import GradeResult, Verdict
+from .profile.run import detach_roofline
 from .tasks import describe
 
 _MARK = {Verdict.CORRECT: "pass", Verdict.NOT_RUN: "-"}
@@ -58,6 +59,7 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
             out.append(f"     {'':<{lw}} {th.source}")
     if r.sanitizer_note:
         out.append(f"   compute-sanitizer: {r.sanitizer_note}")
+    out += profile_lines(r.profile)
     out.append("")
     out.append(f"   Verdict: {r.verdict.value}" + (f": {r.message}" if r.message else ""))
     if r.verdict == Verdict.SKIPPED:
@@ -79,5 +81,27 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def write_json(r: GradeResult, path: Path) -> None:
-    """The record of one grading (GradeResult as JSON), written whole or not at all."""
-    atomic_write(path, json.dumps(r.to_json(), indent=2, default=str) + "\n")
+    """The record of one grading (GradeResult as JSON), written whole or not at all; a profile's
+    roofline goes beside it."""
+    atomic_write(path, json.dumps(detach_roofline(r.to_json(), path), indent=2, default=str) + "\n")
+
+
+def profile_lines(prof: dict) -> list:
+    """The profile's part of the report: a line per kernel, then the hints (or why there is none)."""
+    if not prof:
+        return []
+    if "note" in prof:
+        return ["", f"   Profile: {prof['note']}"]
+    out = ["", f"   Profile (Nsight Compute, one call of {prof.get('case')}; not part of the score):"]
+    num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    for k in prof.get("kernels", []):
+        out.append(f"     {k['kernel'][:60]}: {num(k['share_pct'], '.0f')}% of the time, "
+                   f"DRAM {num(k['dram_gbs'], ',.0f')} GB/s ({num(k['dram_pct'], '.0f')}% of peak), "
+                   f"{num(k['gflops'], ',.0f')} GFLOP/s ({num(k['flops_pct'], '.1f')}% of peak), "
+                   f"{num(k['intensity'], '.2g')} FLOP/byte, occupancy {num(k['occupancy_pct'], '.0f')}%, "
+                   f"L2 hits {num(k['l2_hit_pct'], '.0f')}%, {num(k['sectors_per_request'], '.1f')} sectors/request"
+                   + (f", most stalls: {k['top_stall']}" if k.get("top_stall") else ""))
+    out += [f"   - {h}" for h in prof.get("hints", [])]
+    if prof.get("roofline"):
+        out.append(f"   Roofline: {prof['roofline']} (beside the record)")
+    return out

@@ -164,6 +164,9 @@ class GradeResult:
     """What compute-sanitizer checked (or why it did not run), for tasks that ask for it."""
     seed_note: str = ""
     """Whether the inputs were drawn from a secret per-run value or a fixed one."""
+    profile: dict = field(default_factory=dict)
+    """With --profile, after a graded run: Nsight Compute's numbers per kernel, hints and the roofline
+    (profile/run.py), or {"note"} saying why there are none. Never part of the score."""
 
     def to_json(self) -> dict:
         d = asdict(self)

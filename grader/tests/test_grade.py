@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import build, grade, report, tasks
+from grader import build, checks, grade, report, tasks
 from grader.results import CaseResult, GpuInfo, Verdict
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -145,12 +145,12 @@ def test_the_json_record_round_trips_with_verdicts_as_words(replay, tmp_path):
 
 def test_a_wrong_one_element_output_names_both_values_and_the_tolerance():
     rec = {"array": "sweeps", "pass": False, "compared": 1, "rel_error": 1 / 21, "value": 22.0, "expected": 21.0}
-    msg = grade.explain(rec, 1e-10)
+    msg = checks.explain(rec, 1e-10)
     assert msg == "relative error 4.8e-02 exceeds the tolerance 1e-10 (sweeps is 22, expected 21)"
 
 
 def test_a_wrong_array_names_its_worst_element():
     rec = {"array": "C", "pass": False, "compared": 9, "rel_error": 0.5, "worst_index": 4, "worst_got": 1.0,
            "worst_want": 2.0}
-    assert grade.explain(rec, 1e-10) == ("relative error 5.0e-01 exceeds the tolerance 1e-10 "
+    assert checks.explain(rec, 1e-10) == ("relative error 5.0e-01 exceeds the tolerance 1e-10 "
                                          "(worst: C[4] = 1, expected 2)")

@@ -10,6 +10,7 @@ from grader.profile import Peaks, hints, parse_raw_csv, table
 from grader.profile import rules
 from grader.profile.ncu import Kernel
 from grader.profile.roofline import svg
+from test_batch import fake_kit  # noqa: F401 - a fixture: the replaying fake harness
 
 H100 = Peaks(flops=67e12, bandwidth=3.35e12, sms=132, precision="fp64")
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
@@ -152,3 +153,91 @@ def test_the_roofline_draws_both_roofs_and_a_point_per_kernel_with_its_label():
 def test_a_point_without_a_flop_count_is_left_out_of_the_roofline():
     picture = svg("reduce", H100, [("copy", "submission", None, None)])
     assert "<circle" not in picture
+
+
+# ---------------------------------------------------------------------------------------------
+# --profile in a grading, with a stand-in for ncu (the real one is tried by the GPU tests).
+
+FAKE_NCU = '''#!{python}
+import os, sys
+args = sys.argv[1:]
+if "--import" in args:
+    sys.stdout.write(open(args[args.index("--import") + 1]).read())
+    sys.exit(0)
+if os.environ.get("FAKE_NCU") == "noperm":
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+    sys.exit(1)
+program = next(i for i, a in enumerate(args) if a.endswith("/runner"))
+assert args[program + 1] == "--alone" and os.path.isfile(args[program + 2]), args
+assert "--nvtx-include" in args[:program]
+open(args[args.index("--export") + 1], "w").write(open(os.environ["FAKE_NCU_CSV"]).read())
+'''
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    import sys
+    exe = tmp_path / "ncu"
+    exe.write_text(FAKE_NCU.format(python=sys.executable))
+    exe.chmod(0o755)
+    profile_csv = tmp_path / "profile.csv"
+    profile_csv.write_text(raw_csv({"Kernel Name": "trmm_naive(int, const double*, double*)",
+                                    "gpu__time_duration.sum": "2,000,000", "launch__grid_size": "1",
+                                    "launch__block_size": "256", "dram__bytes.sum": "1,000,000,000",
+                                    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum": "100,000,000",
+                                    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "15"}))
+    monkeypatch.setenv("NCU", str(exe))
+    monkeypatch.setenv("FAKE_NCU_CSV", str(profile_csv))
+    return exe
+
+
+def grade_alice(tmp_path, *extra):
+    from test_batch import args, kernel
+    from grader import batch
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "alice" / "trmm").mkdir(parents=True)
+    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out, *extra)) == 0
+    import json
+    return json.loads((out / "records" / "alice" / "trmm.json").read_text()), out
+
+
+def test_a_profiled_batch_record_holds_the_kernels_the_hints_and_a_roofline_beside_it(fake_kit, fake_ncu, tmp_path):
+    rec, out = grade_alice(tmp_path, ("profile", True))
+    prof = rec["profile"]
+    assert prof["case"] == "n4096" and prof["kernels"][0]["kernel"].startswith("trmm_naive")
+    assert any("runs 1 block of 256 threads" in h for h in prof["hints"])
+    assert prof["roofline"] == "trmm-roofline.svg" and "roofline_svg" not in prof
+    assert (out / "records" / "alice" / "trmm-roofline.svg").read_text().startswith("<svg")
+    assert rec["score"] == 100  # the profile is never part of the score
+    report = (out / "reports" / "alice.md").read_text()
+    assert "runs 1 block of 256 threads" in report and "](../records/alice/trmm-roofline.svg)" in report
+
+
+def test_counters_closed_to_this_user_give_one_line_on_how_to_open_them_and_the_grading_goes_on(
+        fake_kit, fake_ncu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU", "noperm")
+    rec, _ = grade_alice(tmp_path, ("profile", True))
+    assert "ERR_NVGPUCTRPERM" in rec["profile"]["note"] and "NVreg_RestrictProfilingToAdminUsers=0" in rec["profile"]["note"]
+    assert rec["score"] == 100
+
+
+def test_without_ncu_the_profile_says_so_in_one_line(fake_kit, tmp_path, monkeypatch):
+    monkeypatch.setenv("NCU", str(tmp_path / "no-such-ncu"))
+    rec, _ = grade_alice(tmp_path, ("profile", True))
+    assert rec["profile"] == {"note": "not profiled: Nsight Compute (ncu) is not installed; it comes with the CUDA Toolkit"}
+
+
+def test_without_profile_nothing_is_profiled(fake_kit, fake_ncu, tmp_path):
+    rec, _ = grade_alice(tmp_path)
+    assert rec["profile"] == {}
+
+
+def test_the_terminal_report_shows_the_kernels_and_hints_of_a_profile():
+    from grader.report import profile_lines
+    lines = profile_lines({"case": "n4096", "kernels": [table([kernel(duration_ns=2e6, dram_bytes=1e9, dfma=1e8)], H100)[0]],
+                           "hints": ["trmm_kernel runs 1 block."], "roofline": "trmm-roofline.svg"})
+    text = "\n".join(lines)
+    assert "Profile (Nsight Compute, one call of n4096; not part of the score)" in text
+    assert "100% of the time, DRAM 500 GB/s" in text and "- trmm_kernel runs 1 block." in text
+    assert "trmm-roofline.svg" in text

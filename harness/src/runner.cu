@@ -1,12 +1,16 @@
 // runner.cu: the process that holds the student's code.
 //
 //   runner SOCKET_FD     serve the judge (wire.h): call the entry point when told to, nothing more
-//   runner --alone PLAN  run each case of PLAN once on its own arrays (for compute-sanitizer, whose
-//                        findings are the only thing read from such a run)
+//   runner --alone PLAN  run each case of PLAN once on its own arrays (for compute-sanitizer and
+//                        Nsight Compute, whose findings are the only thing read from such a run; the
+//                        entry point's call is the NVTX range "submission", so that a profile can
+//                        leave out the kit's own kernels that fill the inputs)
 //
 // The runner holds no clock, no seed, no results file and no say in which outputs are compared: the
 // judge (checker.cu) fills the inputs, rings the doorbell, takes the outputs in hand itself and
 // writes the results. The runner's exit code only says how it ended (kit::ExitCode).
+#include <nvtx3/nvToolsExt.h>
+
 #include <cstring>
 
 #include "kit.cuh"
@@ -27,7 +31,9 @@ int alone(const std::string& plan) {
         fill_inputs_device(c, c.seed, dev);
         poison_outputs_device(dev);
         CUDA_CHECK(cudaDeviceSynchronize());
+        nvtxRangePushA("submission");
         p.run_submission(c, dev);
+        nvtxRangePop();
         if (DeviceFault f = settle()) {
             std::fprintf(stderr, "runner: case %s: %s\n", c.id.c_str(), cudaGetErrorString(f.err));
             return f.rejected || is_launch_error(f.err) ? kExitLaunchError : kExitRuntimeError;

@@ -74,6 +74,8 @@ class Options:
     """Allow GPUs of different models in one batch (each record names its own)."""
     gpu_infos: Optional[dict] = None
     """{index: GpuInfo} of the GPUs chosen (filled in by main)."""
+    profile: bool = False
+    """Profile each submission that was timed (Nsight Compute, in its jail); never part of the score."""
 
 
 def main(args) -> int:
@@ -83,7 +85,7 @@ def main(args) -> int:
         timed_runs=args.timed_runs or 0, reference=not args.no_reference, isolation=not args.no_isolation,
         memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)),
         gpus=gpus_mod.parse(getattr(args, "gpus", None)),
-        mixed_gpus=getattr(args, "mixed_gpus", False))
+        mixed_gpus=getattr(args, "mixed_gpus", False), profile=getattr(args, "profile", False))
     if getattr(args, "slurm", False) or getattr(args, "status", False) or getattr(args, "merge", None):
         from . import slurm  # the cluster route: submit, see progress, merge
         return slurm.main(args, opts)

@@ -126,6 +126,16 @@ def student_report(student: str, info: dict, recs: list, task_of: dict, refs: di
                     line += f"; {p.get('baseline_name')}: {p['baseline_rate']:,.1f} ({p['rate'] / p['baseline_rate']:.2f}x)"
                 md += [line, ""]
                 body.append(f"<p>{html.escape(line)}</p>")
+            prof = rec.get("profile") or {}
+            said = [prof["note"]] if "note" in prof else prof.get("hints", [])
+            if said:
+                md += ["Profile (Nsight Compute; not part of the score):", *[f"- {h}" for h in said], ""]
+                body.append("<p>Profile (Nsight Compute; not part of the score):</p><ul>"
+                            + "".join(f"<li>{html.escape(h)}</li>" for h in said) + "</ul>")
+            if prof.get("roofline"):
+                roof = f"../records/{student}/{prof['roofline']}"
+                md += [f"![{a}: roofline]({roof})", ""]
+                body.append(f'<p><img src="{html.escape(roof)}" alt="{html.escape(a)}: roofline"></p>')
             for case_id, svg in _plots(rec, task, refs.get(a), gpu.name):
                 name_ = f"{student}-{a}-{case_id}.svg"
                 images[name_] = svg

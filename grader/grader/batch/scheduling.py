@@ -249,7 +249,8 @@ class Batch(State, Outputs, Progress):
         task = self.tasks[job.assignment]
         try:
             with self.steps.shared():
-                grade.gpu_stages(task, job.work, self.gpus.info(ids), grade.Options(gpus=ids), job.result)
+                grade.gpu_stages(task, job.work, self.gpus.info(ids),
+                                 grade.Options(gpus=ids, profile=self.opts.profile), job.result)
         except NoGpu as e:
             if self._gpu_works():
                 # The device is fine: the submission's own process ended with the runner's "no GPU" status.

@@ -44,9 +44,10 @@ def find_ncu() -> Optional[str]:
 
 
 def command(ncu: str, report: Path) -> list:
-    """ncu, profiling every kernel of the program it starts (its arguments follow) into `report`."""
+    """ncu, profiling the kernels the runner launches inside its NVTX range "submission" (the
+    entry point's call: not the kit's kernels that fill the inputs) into `report`."""
     args = [ncu, "--target-processes", "all", "--export", str(report), "--force-overwrite",
-            "--cache-control", "all", "--clock-control", "base"]
+            "--cache-control", "all", "--clock-control", "base", "--nvtx", "--nvtx-include", "submission/"]
     for s in SECTIONS:
         args += ["--section", s]
     return args

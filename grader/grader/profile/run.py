@@ -1,0 +1,79 @@
+"""The profile of a graded submission: one call of its first graded case, the runner alone under
+Nsight Compute (in the jail, as every run of student code in a batch), after the grading. The
+report is read back by ncu in the jail too, and only its CSV text reaches the grader, which parses
+it. Nothing here takes part in the grade."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from .. import protocol, sandbox
+from ..gpu import peak
+from ..results import GpuInfo
+from ..tasks import Task
+from . import ncu as ncu_mod
+from .roofline import svg
+from .rules import Peaks, hints
+from . import table
+
+CSV_LIMIT = 8 << 20
+"""The most CSV text read back: a profile of a few kernels is kilobytes."""
+TIMEOUT_S = 300
+
+
+def peaks(task: Task, gpu: GpuInfo) -> Peaks:
+    """The GPU's roofs for this assignment: FP32 for an FP32 metric, else FP64."""
+    precision = "fp32" if task.peak_kind == "fp32" else "fp64"
+    flops, _ = peak(gpu, precision)
+    bandwidth, _ = peak(gpu, "dram")
+    return Peaks(flops=flops * 1e9, bandwidth=bandwidth * 1e9, sms=gpu.sm_count, precision=precision)
+
+
+def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None) -> dict:
+    """The record's "profile": {"case", "kernels", "hints", "roofline_svg"}, or {"note"} saying in one
+    line why there is none (no ncu, counters closed to this user, a failed run)."""
+    exe = ncu_mod.find_ncu()
+    if exe is None:
+        return {"note": "not profiled: Nsight Compute (ncu) is not installed; it comes with the CUDA Toolkit"}
+    exe = str(Path(exe).resolve())
+    g = task.graded[0].case
+    plan = work / "profile.plan"
+    seed = protocol.case_seed(g.seed, protocol.new_secret(), salt=3)
+    protocol.write_fresh(plan, protocol.plan_line("case", g.id, seed, g.tol, g.reference, g.params) + "\n")
+    report = work / "profile.ncu-rep"
+    runner = work / "runner"
+    run = sandbox.run(ncu_mod.command(exe, report) + [str(runner), "--alone", str(plan)], work,
+                      work / "profile.log", timeout=TIMEOUT_S, view="profile", read_only=(runner,), gpus=gpus)
+    log = sandbox.tail(work / "profile.log", 20000)
+    if ncu_mod.NO_PERMISSION in log:
+        return {"note": "not profiled: " + ncu_mod.PERMISSION_HOWTO}
+    if run.timed_out:
+        return {"note": f"not profiled: the profiled call did not finish within {TIMEOUT_S} s"}
+    if run.returncode != 0 or not report.is_file():
+        last = (log.strip().splitlines() or [""])[-1][:200]
+        return {"note": f"not profiled: ncu ended with exit {run.returncode}" + (f": {last}" if last else "")}
+    read = sandbox.run(ncu_mod.import_command(exe, report), work, work / "profile.csv", timeout=120, view="profile",
+                       read_only=(runner,))
+    text = sandbox.tail(work / "profile.csv", CSV_LIMIT)
+    kernels = ncu_mod.parse_raw_csv(text) if read.returncode == 0 else []
+    if not kernels:
+        return {"note": "not profiled: the profile holds no kernel of the submission (it launched none?)"}
+    p = peaks(task, gpu)
+    rows = table(kernels, p)
+    points = [(r["kernel"][:40], "submission", r["intensity"], r["gflops"] * 1e9 if r["gflops"] else None)
+              for r in rows]
+    title = f"{task.name}, {g.describe()}, on {gpu.name}"
+    return {"case": g.id, "kernels": rows, "hints": hints(kernels, p), "roofline_svg": svg(title, p, points)}
+
+
+def detach_roofline(rec: dict, record: Path) -> dict:
+    """`rec` (a record as JSON) with its roofline written beside the record's file `record`
+    (grades/trmm.json -> grades/trmm-roofline.svg) and named there instead of held."""
+    prof = rec.get("profile") or {}
+    picture = prof.pop("roofline_svg", None)
+    if picture:
+        path = record.with_name(record.stem + "-roofline.svg")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(picture)
+        prof["roofline"] = path.name
+    return rec
