@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On a GPU machine with Nsight Compute: `make grade PROFILE=1` tried on the kernels a profile should
+# tell apart, and their raw profiles kept as fixtures for the hint rules' tests.
+#   1. trmm: a naive coalesced kernel, the same kernel with rows along the warp (uncoalesced) and the
+#      hidden reference; reduce, conv1d and matmul: the reference and the skeleton-level kernel;
+#   2. each graded with --profile --keep: the report's profile part, the roofline, the CSV ncu wrote;
+#   3. the time the profile took (stage "profile"), which must stay under 20 s.
+# Everything under ${OUT:-build/profile-check}; a short table last.
+#   tools/gpu_profile_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DEST=${OUT:-build/profile-check}
+mkdir -p "$DEST/profiles"
+DEST=$(cd "$DEST" && pwd)
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/grader
+command -v ncu >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/ncu ] || { echo "ncu not found"; exit 2; }
+make -s -j"$(nproc)" harness > "$DEST/harness.log" 2>&1 || { echo "harness build failed"; tail "$DEST/harness.log"; exit 2; }
+
+run() {  # NAME ASSIGNMENT FILE
+    python3 -m grader grade "$2" --submission "$3" --profile --keep --json "$DEST/$1.json" > "$DEST/$1.txt" 2>&1
+    kept=$(sed -n 's/.*Work folder kept: //p' "$DEST/$1.txt" | tail -1)
+    [ -n "$kept" ] && cp "$kept/profile.csv" "$DEST/profiles/$1.csv" 2>/dev/null
+    [ -n "$kept" ] && cp "$kept/profile.log" "$DEST/profiles/$1.log" 2>/dev/null
+    [ -n "$kept" ] && rm -rf "$kept"
+}
+run trmm-naive trmm assignments/trmm/tests/naive_one_thread_per_element.cu
+run trmm-uncoalesced trmm assignments/trmm/tests/uncoalesced_rows_per_warp.cu
+run trmm-reference trmm reference/trmm/kernel.cu
+for a in reduce conv1d matmul; do
+    run "$a-reference" "$a" "reference/$a/kernel.cu"
+done
+
+python3 - "$DEST" <<'PY' | tee "$DEST/summary.txt"
+import json, sys
+from pathlib import Path
+dest = Path(sys.argv[1])
+print("| grading | verdict | score | profile s | kernels | first hint or note |")
+print("| --- | --- | --- | --- | --- | --- |")
+for f in sorted(dest.glob("*.json")):
+    r = json.loads(f.read_text())
+    p = r.get("profile", {})
+    said = p.get("note") or (p.get("hints") or ["(no hint)"])[0]
+    print(f"| {f.stem} | {r['verdict']} | {r['score']:g} | {r['stage_seconds'].get('profile', 0):.1f} | "
+          f"{len(p.get('kernels', []))} | {said[:110]} |")
+PY
