@@ -115,8 +115,15 @@ class Jail:
         elif view == "compile":
             a += _system_dirs() + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
         elif view in ("run", "sanitize", "profile"):
+            system = ("/usr/", "/lib/", "/lib64/", "/lib32/", "/libx32/", "/bin/", "/sbin/")
+            if view == "profile" and self.profiler:
+                # ncu and the system files it needs (read-only, as when compiling), before the libraries
+                # (those under them are there already): nothing of a profiled run is graded, so a
+                # library reachable there earns nothing.
+                a += _system_dirs() + _ro(self.profiler)
             for lib in self.runtime:
-                a += _ro(lib)
+                if not (view == "profile" and self.profiler and str(lib).startswith(system)):
+                    a += _ro(lib)
             by_node = gpus is not None and all(g.isdigit() for g in gpus)
             for dev in self.devices:
                 if not by_node or not _gpu_node(dev) or _gpu_node(dev) in {str(int(g)) for g in gpus}:
@@ -126,10 +133,6 @@ class Jail:
                 a += ["--setenv", "CUDA_VISIBLE_DEVICES", ",".join(gpus)]
             if view == "sanitize" and self.sanitizer:
                 a += _ro(self.sanitizer)
-            if view == "profile" and self.profiler:
-                # ncu and the system files it needs (read-only, as when compiling): nothing of a
-                # profiled run is graded, so a library reachable there earns nothing.
-                a += _system_dirs() + _ro(self.profiler)
         else:
             raise ValueError(f"no such view: {view}")
         a += ["--bind", str(work), str(work)]

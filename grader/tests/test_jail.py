@@ -291,6 +291,29 @@ def test_the_run_view_holds_no_cublas_even_where_the_machine_has_it(box):
     assert not any("cublas" in lib for lib in box.jail.runtime)
 
 
+def test_the_profile_view_adds_ncu_s_folder_and_the_system_files_read_only_and_nothing_of_the_kit(box):
+    ncu = box.root / "nsight-compute"
+    ncu.mkdir()
+    (ncu / "ncu").write_text("#!/bin/sh\n")
+    os.chmod(ncu, 0o755)
+    os.chmod(ncu / "ncu", 0o755)
+    box.jail.profiler = ncu
+    body = f"""
+        int main(void) {{
+            printf("ncu %d\\n", access("{ncu}/ncu", X_OK) == 0);
+            printf("usr %d\\n", access("/usr/bin", R_OK) == 0);
+            printf("kit %d\\n", access("{tasks.ROOT}/Makefile", F_OK) == 0);
+            int fd = open("{ncu}/planted", O_CREAT | O_WRONLY, 0644);
+            printf("write %d\\n", fd >= 0);
+            return 0;
+        }}"""
+    r = box.run(body, view="profile")
+    assert r.returncode == 0, r.output
+    assert "ncu 1" in r.output and "usr 1" in r.output and "kit 0" in r.output and "write 0" in r.output
+    r = box.run(body, view="run")  # the other views never see it
+    assert "ncu 0" in r.output and "usr 0" in r.output
+
+
 def test_a_death_by_a_signal_in_the_jail_comes_back_as_that_signal(box):
     assert box.run("int main(void) { raise(SIGSEGV); return 0; }").returncode == -11
     assert box.run("int main(void) { return 5; }").returncode == 5
