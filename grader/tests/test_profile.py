@@ -241,3 +241,44 @@ def test_the_terminal_report_shows_the_kernels_and_hints_of_a_profile():
     assert "Profile (Nsight Compute, one call of n4096; not part of the score)" in text
     assert "100% of the time, DRAM 500 GB/s" in text and "- trmm_kernel runs 1 block." in text
     assert "trmm-roofline.svg" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The class view of a batch (batch/classview.py).
+
+def test_a_batch_draws_the_class_per_assignment_without_naming_anyone(fake_kit, fake_ncu, tmp_path):
+    from test_batch import args, make_class
+    from grader import batch
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    (subs / "frank" / "trmm").mkdir(parents=True)
+    (subs / "frank" / "trmm" / "kernel.cu").write_text(__import__("fake_kit").kernel("reference"))
+    assert batch.main(args(subs, out, ("profile", True), ("no_reference", False))) == 0
+    readme = (out / "class" / "README.md").read_text()
+    assert "## trmm" in readme and "5 graded, 2 correct" in readme  # dave had nothing gradeable
+    assert "| n4096 | 2 |" in readme and "50: 2" in readme  # both correct ones in the top tier
+    for name in ("alice", "bob", "carol", "erin", "frank"):
+        assert name not in readme
+    scores = (out / "class" / "trmm-scores.svg").read_text()
+    assert scores.startswith("<svg") and ">2</text>" in scores  # the full-marks bar holds two
+    rates = (out / "class" / "trmm-rates-n4096.svg").read_text()
+    assert rates.count("<circle") == 2 and ">reference 18,808</text>" in rates
+    roof = (out / "class" / "trmm-roofline.svg").read_text()
+    assert ">submission (2)</text>" in roof and ">reference (1)</text>" in roof
+    assert "alice" not in roof and "frank" not in roof
+
+
+def test_without_profiles_the_class_view_has_no_roofline(fake_kit, tmp_path):
+    from test_batch import args, make_class
+    from grader import batch
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    assert batch.main(args(subs, out)) == 0
+    assert (out / "class" / "trmm-scores.svg").is_file() and not (out / "class" / "trmm-roofline.svg").exists()
+    assert "| n4096 | 1 |" in (out / "class" / "README.md").read_text()
+
+
+def test_the_reference_of_a_profiled_batch_keeps_its_roofline_beside_its_record(fake_kit, fake_ncu, tmp_path):
+    rec, out = grade_alice(tmp_path, ("profile", True), ("no_reference", False))
+    import json
+    ref = json.loads((out / "reference" / "trmm.json").read_text())
+    assert ref["profile"]["roofline"] == "trmm-roofline.svg" and "roofline_svg" not in ref["profile"]
+    assert (out / "reference" / "trmm-roofline.svg").is_file()

@@ -22,6 +22,8 @@ Under --out (default grades/batch):
   state.json                     what is graded: (student, assignment, file hash); a batch run again
                                  skips those unless --regrade names the student or --regrade-all
   summary.md, summary.json       every entry's verdicts, what was not gradeable, the stage times
+  class/README.md and pictures   per assignment, with no names: scores and rates across the class,
+                                 tiers reached, the class on the roofline (with --profile)
   similarity/<a>.html            with --similarity: pairs of submissions that share code, with each
                                  other, the reference or the lecture's examples (similarity.py)
 Everything is written as each submission finishes, each file whole or not at all.

@@ -11,6 +11,7 @@ from typing import Optional
 from .. import gradescope
 from ..profile.run import detach_roofline
 from ..report import atomic_write
+from . import classview
 from .progress import fmt_s
 from .reports import student_report
 from .state import now, plain
@@ -121,6 +122,10 @@ class Outputs:
                             for s, a, v, sc, f in rows]}
         gradescope.write_json(summary, self.out / "summary.json")
         atomic_write(self.out / "summary.md", "```\n" + "\n".join(lines).strip() + "\n```\n")
+        try:
+            lines.append(f"the class per assignment (no names): {classview.write(self.out, self.tasks, self.gpu)}")
+        except (OSError, ValueError, KeyError) as e:  # a record that cannot be read: the grades stand
+            lines.append(f"the class view could not be drawn: {e}")
         return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import build, grade, gradescope, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
 from ..limits import Limits
+from ..profile.run import detach_roofline
 from ..results import GpuInfo
 from . import Options, in_shard
 from .outputs import Outputs
@@ -289,13 +290,13 @@ class Batch(State, Outputs, Progress):
             t0 = time.monotonic()
             ids = self.gpus.first(self.tasks[a].gpus_required)
             try:
-                r = grade.grade(self.tasks[a], src, self.gpus.info(ids), grade.Options(gpus=ids))
+                r = grade.grade(self.tasks[a], src, self.gpus.info(ids), grade.Options(gpus=ids, profile=self.opts.profile))
             except Exception as e:  # noqa: BLE001
                 self._say(f"batch: the reference of {a} could not be graded ({e}); its plots show no reference")
                 continue
             rec = plain(r.to_json())
             rec["batch"] = {"graded_at": now(), "seconds": time.monotonic() - t0}
-            gradescope.write_json(rec, path)
+            gradescope.write_json(detach_roofline(rec, path), path)
             self._say(f"batch: reference {a}: {r.verdict.value}, {r.message}")
             for s in self._students_with(a):
                 self._write_student(s)

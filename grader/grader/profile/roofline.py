@@ -13,8 +13,9 @@ LEFT, RIGHT, TOP, BOTTOM = 70, 20, 40, 50
 COLOURS = {"submission": "#1f77b4", "reference": "#2ca02c", "library": "#ff7f0e"}
 
 
-def svg(title: str, peaks: Peaks, points: list) -> str:
-    """points: (label, who, FLOP per byte, FLOP/s), who one of COLOURS' keys."""
+def svg(title: str, peaks: Peaks, points: list, key: bool = True) -> str:
+    """points: (label, who, FLOP per byte, FLOP/s), who one of COLOURS' keys. The key names every
+    point, or with key=False (a class of them) only what each colour stands for."""
     xs = [ai for _, _, ai, _ in points if ai and ai > 0] + [peaks.ridge]
     ys = [f for _, _, _, f in points if f and f > 0] + [peaks.flops]
     x0 = 10 ** math.floor(math.log10(min(xs) / 4))
@@ -53,12 +54,14 @@ def svg(title: str, peaks: Peaks, points: list) -> str:
     # Points, and their names in a key at the top left (above the memory roof, where no kernel
     # can be): names written beside close points would cover each other.
     shown = [(label, who, ai, f) for label, who, ai, f in points if ai and f and ai > 0 and f > 0]
-    for i, (label, who, ai, f) in enumerate(shown):
-        colour = COLOURS.get(who, "#555")
-        out.append(f'<circle cx="{x(ai):.1f}" cy="{y(f):.1f}" r="5" fill="{colour}" stroke="white"/>')
-        ky = TOP + 16 + 16 * i
+    for label, who, ai, f in shown:
+        out.append(f'<circle cx="{x(ai):.1f}" cy="{y(f):.1f}" r="5" fill="{COLOURS.get(who, "#555")}" stroke="white"/>')
+    names = [(f"{label} ({who})", who) for label, who, _, _ in shown] if key else \
+        [(f"{who} ({sum(1 for s in shown if s[1] == who)})", who) for who in dict.fromkeys(s[1] for s in shown)]
+    for i, (name, who) in enumerate(names):
+        colour, ky = COLOURS.get(who, "#555"), TOP + 16 + 16 * i
         out.append(f'<circle cx="{LEFT + 14}" cy="{ky - 4}" r="5" fill="{colour}"/>')
-        out.append(f'<text x="{LEFT + 24}" y="{ky}" fill="{colour}">{html.escape(label)} ({who})</text>')
+        out.append(f'<text x="{LEFT + 24}" y="{ky}" fill="{colour}">{html.escape(name)}</text>')
     out.append(f'<text x="{LEFT + pw / 2}" y="{H - 12}" text-anchor="middle">arithmetic intensity (FLOP per DRAM byte)</text>')
     out.append(f'<text x="16" y="{TOP + ph / 2}" text-anchor="middle" transform="rotate(-90 16 {TOP + ph / 2})">FLOP/s</text>')
     out.append("</svg>")
