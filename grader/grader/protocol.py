@@ -52,6 +52,14 @@ RESULTS_LIMIT = 64 << 20
 """The most of a results file ever read."""
 
 
+def write_alone_plan(path: Path, case, salt: int, reference: str = "cpu") -> Path:
+    """The plan of `runner --alone` (compute-sanitizer's run, the profile's): the one case `case`
+    (a tasks.Case) on inputs from a fresh seed, written where a runner cannot have put it first."""
+    seed = case_seed(case.seed, new_secret(), salt=salt)
+    write_fresh(path, plan_line("case", case.id, seed, case.tol, reference, case.params) + "\n")
+    return path
+
+
 def read_results(path: Path) -> list:
     """The complete JSON lines of a results file; a line cut off by a crash is dropped."""
     return parse_lines(read_regular(path, RESULTS_LIMIT))

@@ -22,9 +22,7 @@ def sanitize(task: Task, work: Path, result: GradeResult, gpus=None) -> None:
     if not exe:
         result.sanitizer_note = f"{', '.join(tools)} not run: compute-sanitizer is not on PATH"
         return
-    plan = work / "sanitize.plan"
-    seed = protocol.case_seed(case.seed, protocol.new_secret(), salt=2)
-    protocol.write_fresh(plan, protocol.plan_line("case", case.id, seed, case.tol, "cpu", case.params) + "\n")
+    plan = protocol.write_alone_plan(work / "sanitize.plan", case, salt=2)
     for tool in tools:
         log = work / f"sanitize-{tool}.log"
         limit = task.timeouts.get("sanitize", 600)

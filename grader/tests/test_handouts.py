@@ -50,6 +50,15 @@ def chromium() -> str:
     return path
 
 
+def pypdf_module():
+    """pypdf, which reads the printed handouts back (skip, or fail in CI, without it)."""
+    try:
+        import pypdf
+    except ImportError:
+        need("pypdf", "pypdf (pip install -r grader/requirements-handouts.txt)")
+    return pypdf
+
+
 def copy_kit(dest: Path) -> Path:
     """What the handouts are made of (registry, gpus.json, task files, problem.cu and the headers
     with the CPU loops, templates), copied."""
@@ -265,10 +274,7 @@ def test_the_console_check_catches_a_page_that_logs_an_error(tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_pdf_starts_with_the_problem_and_puts_the_grading_on_a_later_page(rendered, name):
     chromium()
-    try:
-        import pypdf
-    except ImportError:
-        need("pypdf", "pypdf (pip install -r grader/requirements-handouts.txt)")
+    pypdf = pypdf_module()
     task = tasks.load(name)
     pages = [" ".join(re.sub(r"page \d+ of \d+", "", p.extract_text() or "").split())
              for p in pypdf.PdfReader(rendered / f"{name}.pdf").pages]
@@ -314,10 +320,7 @@ def test_the_print_check_finds_a_code_line_cut_at_the_edge_and_a_table_in_the_ma
 def test_headings_are_never_the_last_line_of_a_pdf_page(rendered):
     """A heading stays with what follows it: no page of any handout ends on one."""
     chromium()
-    try:
-        import pypdf
-    except ImportError:
-        need("pypdf", "pypdf (pip install -r grader/requirements-handouts.txt)")
+    pypdf = pypdf_module()
     for name in NAMES:
         headings = {h.strip() for h in re.findall(r"^#+ (.+)$", (rendered / f"{name}.md").read_text(), re.M)}
         for i, page in enumerate(pypdf.PdfReader(rendered / f"{name}.pdf").pages):
@@ -328,10 +331,7 @@ def test_headings_are_never_the_last_line_of_a_pdf_page(rendered):
 
 def test_every_pdf_page_is_numbered(rendered):
     chromium()
-    try:
-        import pypdf
-    except ImportError:
-        need("pypdf", "pypdf (pip install -r grader/requirements-handouts.txt)")
+    pypdf = pypdf_module()
     for name in NAMES:
         pages = pypdf.PdfReader(rendered / f"{name}.pdf").pages
         for i, page in enumerate(pages):

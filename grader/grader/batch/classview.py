@@ -16,6 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
+from .. import svg
 from ..profile.roofline import svg as roofline_svg
 from ..profile.run import peaks
 
@@ -97,10 +98,7 @@ def _histogram(title: str, scores: list, top: float) -> str:
         bins[min(9, int(10 * s / top))] += 1 if top > 0 else 0
     left, width, height, base = 40, 400, 160, 190
     tallest = max(bins) or 1
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 20}" height="{base + 40}" '
-           f'font-family="sans-serif" font-size="11" role="img" aria-label="{html.escape(title)}">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="4" y="16" font-weight="bold" font-size="12">{html.escape(title)}</text>']
+    out = svg.start(left + width + 20, base + 40, title)
     bw = width / 10
     for i, n in enumerate(bins):
         h = height * n / tallest
@@ -120,10 +118,7 @@ def _strip(title: str, metric: str, rates: list, tiers: list, ref_rate) -> str:
     the reference marked."""
     top = max(rates + [r for r, _ in tiers] + ([ref_rate] if ref_rate else [])) * 1.1
     left, width, base = 20, 560, 150
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 30}" height="{base + 50}" '
-           f'font-family="sans-serif" font-size="11" role="img" aria-label="{html.escape(title)}">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="4" y="16" font-weight="bold" font-size="12">{html.escape(title)}</text>']
+    out = svg.start(left + width + 30, base + 50, title)
     for r, pts in tiers:
         x = left + width * r / top
         out.append(f'<line x1="{x:.1f}" y1="40" x2="{x:.1f}" y2="{base}" stroke="#444" stroke-dasharray="4 3"/>')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Optional
 
-from .. import gradescope
+from .. import gradescope, svg
 from ..results import GpuInfo
 from ..tasks import describe
 
@@ -23,10 +23,7 @@ def rate_plot(title: str, metric: str, bars: list, tiers: list = ()) -> str:
     width, row = 420, 28
     height = 40 + row * len(bars) + 30
     total = max(left + width + 90, 12 + _CHAR_PX * len(title))
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total:.0f}" height="{height}" '
-           f'role="img" aria-label="{html.escape(title)}" font-family="sans-serif" font-size="12">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="4" y="16" font-weight="bold">{html.escape(title)}</text>']
+    out = svg.start(total, height, title, font_size=12)
     base = 30 + row * len(bars)
     texts = []  # drawn last, each on white: over the tier lines, which lie over the bars
     for i, (label, v, colour) in enumerate(bars):
@@ -136,9 +133,9 @@ def student_report(student: str, info: dict, recs: list, task_of: dict, refs: di
                 roof = f"../records/{student}/{prof['roofline']}"
                 md += [f"![{a}: roofline]({roof})", ""]
                 body.append(f'<p><img src="{html.escape(roof)}" alt="{html.escape(a)}: roofline"></p>')
-            for case_id, svg in _plots(rec, task, refs.get(a), gpu.name):
+            for case_id, picture in _plots(rec, task, refs.get(a), gpu.name):
                 name_ = f"{student}-{a}-{case_id}.svg"
-                images[name_] = svg
+                images[name_] = picture
                 md += [f"![{a}: the rate against the reference and the library]({name_})", ""]
                 body.append(f'<p><img src="{html.escape(name_)}" alt="{html.escape(a)}: the rate against the '
                             f'reference and the library"></p>')

@@ -11,7 +11,7 @@ The profile never takes part in a grade: it is taken after the grading, on a cal
 """
 from __future__ import annotations
 
-from .rules import Peaks, flops, hints, intensity
+from .rules import Peaks, flop_rate, hints, intensity
 from .ncu import Kernel, parse_raw_csv
 
 __all__ = ["Kernel", "Peaks", "hints", "parse_raw_csv", "table"]
@@ -22,23 +22,20 @@ def table(kernels: list, p: Peaks) -> list:
     total = sum(k.get("duration_ns") or 0 for k in kernels) or None
     rows = []
     for k in sorted(kernels, key=lambda k: -(k.get("duration_ns") or 0)):
-        t = k.get("duration_ns")
-        f, b = flops(k, p.precision), k.bytes
-        sectors, requests = k.get("ld_sectors"), k.get("ld_requests")
-        top = max(k.stalls, key=k.stalls.get) if k.stalls else None
+        t, b, rate = k.get("duration_ns"), k.bytes, flop_rate(k, p.precision)
         rows.append({
             "kernel": k.name,
             "share_pct": 100 * t / total if t is not None and total else None,
             "ms": t / 1e6 if t is not None else None,
-            "dram_gbs": b / (t * 1e-9) / 1e9 if b is not None and t else None,
+            "dram_gbs": b / k.seconds / 1e9 if b is not None and k.seconds else None,
             "dram_pct": k.get("dram_pct"),
-            "gflops": f / (t * 1e-9) / 1e9 if f is not None and t else None,
-            "flops_pct": 100 * f / (t * 1e-9) / p.flops if f is not None and t else None,
+            "gflops": rate / 1e9 if rate is not None else None,
+            "flops_pct": 100 * rate / p.flops if rate is not None else None,
             "intensity": intensity(k, p.precision),
             "occupancy_pct": k.get("achieved_occupancy_pct"),
             "theoretical_occupancy_pct": k.get("theoretical_occupancy_pct"),
             "l2_hit_pct": k.get("l2_hit_pct"),
-            "sectors_per_request": sectors / requests if sectors is not None and requests else None,
-            "top_stall": top,
+            "sectors_per_request": k.sectors_per_request,
+            "top_stall": max(k.stalls, key=k.stalls.get) if k.stalls else None,
         })
     return rows

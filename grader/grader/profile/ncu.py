@@ -119,6 +119,17 @@ class Kernel:
         return _flops(self, "ffma", "fadd", "fmul")
 
     @property
+    def seconds(self) -> Optional[float]:
+        t = self.get("duration_ns")
+        return t * 1e-9 if t else None
+
+    @property
+    def sectors_per_request(self) -> Optional[float]:
+        """32-byte sectors fetched per global load request (a warp's 8-byte loads need 8)."""
+        sectors, requests = self.get("ld_sectors"), self.get("ld_requests")
+        return sectors / requests if sectors is not None and requests else None
+
+    @property
     def bytes(self) -> Optional[float]:
         """Bytes that crossed DRAM."""
         if self.get("dram_bytes") is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import math
 
+from ..svg import start
 from .rules import Peaks
 
 W, H = 640, 420
@@ -30,11 +31,8 @@ def svg(title: str, peaks: Peaks, points: list, key: bool = True) -> str:
     def y(v: float) -> float:
         return TOP + ph * (1 - (math.log10(v) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)))
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" '
-           f'font-size="11" role="img" aria-label="{html.escape(title)}">',
-           '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{LEFT}" y="20" font-size="13" font-weight="bold">{html.escape(title)}</text>',
-           f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>']
+    out = start(W, H, title, title_at=(LEFT, 20), title_size=13)
+    out.append(f'<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>')
     for e in range(round(math.log10(x0)), round(math.log10(x1)) + 1):  # decades
         out.append(f'<line x1="{x(10 ** e):.1f}" y1="{TOP}" x2="{x(10 ** e):.1f}" y2="{TOP + ph}" stroke="#eee"/>')
         out.append(f'<text x="{x(10 ** e):.1f}" y="{TOP + ph + 15}" text-anchor="middle">{10.0 ** e:g}</text>')

@@ -36,6 +36,12 @@ def flops(k: Kernel, precision: str) -> Optional[float]:
     return k.flops64 if precision == "fp64" else k.flops32
 
 
+def flop_rate(k: Kernel, precision: str) -> Optional[float]:
+    """FLOP/s over the kernel's duration."""
+    f, t = flops(k, precision), k.seconds
+    return f / t if f is not None and t else None
+
+
 def intensity(k: Kernel, precision: str) -> Optional[float]:
     """FLOP per DRAM byte."""
     f, b = flops(k, precision), k.bytes
@@ -59,8 +65,7 @@ def grid_too_small(k: Kernel, p: Peaks) -> Optional[str]:
 
 def uncoalesced(k: Kernel, p: Peaks) -> Optional[str]:
     used = k.get("ld_bytes_used_pct")
-    sectors, requests = k.get("ld_sectors"), k.get("ld_requests")
-    per_request = sectors / requests if sectors is not None and requests else None
+    per_request = k.sectors_per_request
     if used is not None:
         if used >= 50:
             return None
@@ -108,10 +113,10 @@ def bound(k: Kernel, p: Peaks) -> Optional[str]:
                 f"point of {p.ridge:.2g}): DRAM runs at {dram:.0f}% of its bandwidth"
                 + (", so the bytes, not the arithmetic, set its time" if dram >= 60 else
                    ", far below what it can do: more bytes in flight (more threads, wider loads) would help"))
-    f, t = flops(k, p.precision), k.get("duration_ns")
-    if f is None or not t:
+    rate = flop_rate(k, p.precision)
+    if rate is None:
         return None
-    pct = 100 * f / (t * 1e-9) / p.flops
+    pct = 100 * rate / p.flops
     return (f"{_short(k.name)} is compute-bound ({ai:.2g} FLOP per DRAM byte, over the ridge point of "
             f"{p.ridge:.2g}): its {p.precision.upper()} rate is {pct:.0f}% of this GPU's peak")
 

@@ -37,9 +37,7 @@ def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None) 
         return {"note": "not profiled: Nsight Compute (ncu) is not installed; it comes with the CUDA Toolkit"}
     exe = str(Path(exe).resolve())
     g = task.graded[0].case
-    plan = work / "profile.plan"
-    seed = protocol.case_seed(g.seed, protocol.new_secret(), salt=3)
-    protocol.write_fresh(plan, protocol.plan_line("case", g.id, seed, g.tol, g.reference, g.params) + "\n")
+    plan = protocol.write_alone_plan(work / "profile.plan", g, salt=3, reference=g.reference)
     report = work / "profile.ncu-rep"
     runner = work / "runner"
     run = sandbox.run(ncu_mod.command(exe, report) + [str(runner), "--alone", str(plan)], work,
