@@ -30,9 +30,10 @@ _VERSION_NS = re.compile(r"::(?:THRUST|CUB)_\w+?(?:_NS)?::|::_V_\w+::")
 # CUB's device-wide algorithms run kernels of their own (DeviceReduceKernel, DeviceScanKernel, ...),
 # whose names stay in the object whatever the algorithm's class was renamed to with #define.
 _CUB_KERNEL = re.compile(r"cub::(?:\w+::)*(Device\w*?)(?:SingleTile|Onesweep|Upsweep|Downsweep|Init|Histogram)?\w*Kernel\b")
-_CUB_DEVICE = re.compile(
-    r"cub::(?:\w+::)*(Device(?:Reduce|SegmentedReduce|Scan|RadixSort|SegmentedRadixSort|MergeSort|SegmentedSort|"
-    r"Select|Partition|Histogram|RunLengthEncode|Spmv|AdjacentDifference|Copy|Memcpy|For|Transform|Find|TopK))")
+_CUB_ALGORITHMS = (r"Reduce|SegmentedReduce|Scan|RadixSort|SegmentedRadixSort|MergeSort|SegmentedSort|Select|"
+                   r"Partition|Histogram|RunLengthEncode|Spmv|AdjacentDifference|Copy|Memcpy|For|Transform|Find|TopK")
+"""CUB's device-wide algorithms, by the name after "Device" (DeviceReduce, ...)."""
+_CUB_DEVICE = re.compile(rf"cub::(?:\w+::)*(Device(?:{_CUB_ALGORITHMS}))")
 _THRUST_CALL = re.compile(r"thrust::(?:\w+::)*?(\w+)(?=[<(])")
 _THRUST_DETAIL = {"tag", "execution_policy", "get_stream", "stream", "detail", "system", "cuda_cub", "pointer",
                   "reference", "device_ptr", "operator", "allocator"}
@@ -145,9 +146,7 @@ def scan_forbidden(obj: Path) -> list:
 _LOADERS = re.compile(rb"\b(cu(?:Module|Library)Load\w*|cudaLibraryLoad\w*|cuLinkAdd\w*)")
 _BY_NAME = re.compile(rb"\b((?:" + b"|".join(lib.encode() for lib in FORBIDDEN_LIBS) + rb")\w*(?:\.so[.\d]*)?"
                       rb"|cublas[A-Z]\w*|cufft[A-Z]\w*|cudnn[A-Z]\w*)")
-_RENAMED = re.compile(r"^\s*#\s*define\s+(Device(?:Reduce|SegmentedReduce|Scan|RadixSort|SegmentedRadixSort|MergeSort|"
-                      r"SegmentedSort|Select|Partition|Histogram|RunLengthEncode|Spmv|AdjacentDifference|Copy|Memcpy|"
-                      r"For|Transform|Find|TopK)\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b", re.M)
+_RENAMED = re.compile(rf"^\s*#\s*define\s+(Device(?:{_CUB_ALGORITHMS})\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b", re.M)
 
 
 def _by_name(obj: Path) -> list:

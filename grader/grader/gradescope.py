@@ -139,7 +139,7 @@ def leaderboard(records: list) -> list:
 
 def write_json(data: dict, path: Path) -> None:
     """Written whole or not at all."""
-    report.atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
+    report.atomic_json(data, path)
 
 
 def not_graded(assignment: str, message: str) -> dict:

@@ -115,18 +115,21 @@ class Jail:
         elif view == "compile":
             a += _system_dirs() + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
         elif view in ("run", "sanitize", "profile"):
-            system = ("/usr/", "/lib/", "/lib64/", "/lib32/", "/libx32/", "/bin/", "/sbin/")
-            if view == "profile" and self.profiler:
+            profiled = view == "profile" and self.profiler is not None
+            if profiled:
                 # ncu and the system files it needs (read-only, as when compiling), before the libraries
                 # (those under them are there already): nothing of a profiled run is graded, so a
                 # library reachable there earns nothing.
                 a += _system_dirs() + _ro(self.profiler)
+            under_system = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
             for lib in self.runtime:
-                if not (view == "profile" and self.profiler and str(lib).startswith(system)):
+                if not (profiled and str(lib).startswith(under_system)):
                     a += _ro(lib)
             by_node = gpus is not None and all(g.isdigit() for g in gpus)
+            wanted = {str(int(g)) for g in gpus} if by_node else set()
             for dev in self.devices:
-                if not by_node or not _gpu_node(dev) or _gpu_node(dev) in {str(int(g)) for g in gpus}:
+                node = _gpu_node(dev)
+                if not by_node or not node or node in wanted:
                     a += ["--dev-bind", dev, dev]
             a += ["--setenv", "CUDA_DEVICE_ORDER", "PCI_BUS_ID"]
             if gpus is not None and not by_node:
@@ -168,10 +171,14 @@ def _ro(path) -> list:
     return ["--ro-bind-try", p, p]
 
 
+_SYSTEM_TOPS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+"""The top-level system folders beside /usr (links into it where /usr is merged)."""
+
+
 def _system_dirs() -> list:
     """/usr read-only, and the top-level folders that point into it (merged /usr) as the same links."""
     a = ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
+    for top in _SYSTEM_TOPS:
         if os.path.islink(top):
             a += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):

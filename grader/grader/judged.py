@@ -61,7 +61,7 @@ class Session:
             return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
         if run.returncode == 0:
             return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
-        last = "" if conceal else (run.output.strip().splitlines() or [""])[-1][:200]
+        last = "" if conceal else sandbox.last_line(run.output)
         return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
 
 

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 from .results import GradeResult, Verdict
-from .profile.run import detach_roofline
 from .tasks import describe
 
 _MARK = {Verdict.CORRECT: "pass", Verdict.NOT_RUN: "-"}
@@ -83,7 +82,31 @@ def atomic_write(path: Path, text: str) -> None:
 def write_json(r: GradeResult, path: Path) -> None:
     """The record of one grading (GradeResult as JSON), written whole or not at all; a profile's
     roofline goes beside it."""
-    atomic_write(path, json.dumps(detach_roofline(r.to_json(), path), indent=2, default=str) + "\n")
+    write_record(r.to_json(), path)
+
+
+def write_record(rec: dict, path: Path) -> None:
+    """A record as JSON (make grade's, a batch's, a reference's), written whole or not at all, with
+    its profile's roofline, if any, written beside it and named there instead of held."""
+    atomic_json(detach_roofline(rec, path), path)
+
+
+def atomic_json(data, path: Path) -> None:
+    """`data` as indented JSON, written whole or not at all."""
+    atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def detach_roofline(rec: dict, record: Path) -> dict:
+    """`rec` (a record as JSON) with its roofline written beside the record's file `record`
+    (grades/trmm.json -> grades/trmm-roofline.svg) and named there instead of held."""
+    prof = rec.get("profile") or {}
+    picture = prof.pop("roofline_svg", None)
+    if picture:
+        path = record.with_name(record.stem + "-roofline.svg")
+        atomic_write(path, picture)
+        prof["roofline"] = path.name
+    return rec
+
 
 
 def profile_lines(prof: dict) -> list:

@@ -74,6 +74,11 @@ def tail(path: Path, limit: int = TAIL_BYTES) -> str:
     return protocol.read_regular(path, limit, from_end=True).decode(errors="replace")
 
 
+def last_line(text: str, limit: int = 200) -> str:
+    """The last line of a program's output, cut to `limit` characters ("" for none)."""
+    return (text.strip().splitlines() or [""])[-1][:limit]
+
+
 def sweep(work: Path) -> None:
     """Removes every entry of `work` that is neither a regular file nor a folder (links, pipes,
     sockets, devices), so that nothing the grader opens there later leads out of it."""
@@ -232,7 +237,7 @@ def open_jail(work_root: Path, include: Path, probe: Optional[Path], limits: Lim
             confine(None)
             raise jail_mod.JailError(
                 f"the GPU does not answer inside the jail (the probe exited {r.returncode}: "
-                f"{(r.output.strip().splitlines() or [''])[-1][:200]}); check that /dev/nvidia* and libcuda.so.1 "
+                f"{last_line(r.output)}); check that /dev/nvidia* and libcuda.so.1 "
                 f"are where `ldconfig -p` says, or pass --no-isolation for debugging only")
     confine(j)
     return j

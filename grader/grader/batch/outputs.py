@@ -9,8 +9,7 @@ import os
 from typing import Optional
 
 from .. import gradescope
-from ..profile.run import detach_roofline
-from ..report import atomic_write
+from ..report import atomic_write, write_record
 from . import classview
 from .progress import fmt_s
 from .reports import student_report
@@ -42,7 +41,7 @@ class Outputs:
             atomic_write(self.out / "sources" / e.student / f"{a}.cu", job.src.read_text(errors="replace"))
         except OSError:
             pass
-        gradescope.write_json(detach_roofline(rec, rec_path), rec_path)
+        write_record(rec, rec_path)
         return rec, rec_path
 
     def _records(self, student: str) -> list:

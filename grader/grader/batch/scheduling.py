@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import build, grade, gradescope, sandbox, submissions, tasks, workdir
+from .. import build, grade, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
 from ..limits import Limits
-from ..profile.run import detach_roofline
+from ..report import write_record
 from ..results import GpuInfo
 from . import Options, in_shard
 from .outputs import Outputs
@@ -296,7 +296,7 @@ class Batch(State, Outputs, Progress):
                 continue
             rec = plain(r.to_json())
             rec["batch"] = {"graded_at": now(), "seconds": time.monotonic() - t0}
-            gradescope.write_json(detach_roofline(rec, path), path)
+            write_record(rec, path)
             self._say(f"batch: reference {a}: {r.verdict.value}, {r.message}")
             for s in self._students_with(a):
                 self._write_student(s)

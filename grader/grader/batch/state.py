@@ -13,10 +13,6 @@ def plain(record: dict) -> dict:
     return json.loads(json.dumps(record, default=str))
 
 
-def _now() -> str:
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-
-
 def now() -> str:
     return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 

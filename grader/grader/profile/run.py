@@ -48,7 +48,7 @@ def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None) 
     if run.timed_out:
         return {"note": f"not profiled: the profiled call did not finish within {TIMEOUT_S} s"}
     if run.returncode != 0 or not report.is_file():
-        last = (log.strip().splitlines() or [""])[-1][:200]
+        last = sandbox.last_line(log)
         return {"note": f"not profiled: ncu ended with exit {run.returncode}" + (f": {last}" if last else "")}
     read = sandbox.run(ncu_mod.import_command(exe, report), work, work / "profile.csv", timeout=120, view="profile",
                        read_only=(runner,))
@@ -62,16 +62,3 @@ def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None) 
               for r in rows]
     title = f"{task.name}, {g.describe()}, on {gpu.name}"
     return {"case": g.id, "kernels": rows, "hints": hints(kernels, p), "roofline_svg": svg(title, p, points)}
-
-
-def detach_roofline(rec: dict, record: Path) -> dict:
-    """`rec` (a record as JSON) with its roofline written beside the record's file `record`
-    (grades/trmm.json -> grades/trmm-roofline.svg) and named there instead of held."""
-    prof = rec.get("profile") or {}
-    picture = prof.pop("roofline_svg", None)
-    if picture:
-        path = record.with_name(record.stem + "-roofline.svg")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(picture)
-        prof["roofline"] = path.name
-    return rec
