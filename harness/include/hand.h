@@ -5,9 +5,6 @@
 
 namespace kit {
 
-// For every array of a case, the element positions read (empty: none, or the whole array).
-using Positions = std::vector<std::vector<size_t>>;
-
 // What the judge reads of a timed run's outputs, at the positions it has drawn. On the GPU the
 // positions go up before the clock starts, and the gather writes straight into mapped pinned memory:
 // taking the outputs in hand is one launch per output and one wait.

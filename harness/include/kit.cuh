@@ -18,6 +18,7 @@
 // wire, comparison, exit codes) lives here once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -84,6 +85,9 @@ struct ArraySpec {
 };
 
 inline size_t dtype_size(DType t) { return t == DType::f64 ? 8 : 4; }
+// Bytes allocated for an array: at least one element, so that n = 1 and empty cases still get a
+// valid pointer.
+inline size_t alloc_bytes(const ArraySpec& s) { return std::max<size_t>(s.count, 1) * dtype_size(s.dtype); }
 // Outputs are what a call hands over and the checker compares; inputs and scratch are neither.
 inline bool is_output(const ArraySpec& s) { return s.role == Role::out || s.role == Role::inout; }
 
@@ -208,11 +212,15 @@ std::string public_line(const Case& c);
 void fill_inputs_device(const Case& c, uint64_t seed, Arrays& dev);
 void fill_inputs_host(const Case& c, uint64_t seed, Arrays& host);
 void poison_outputs_device(Arrays& dev);
+// The same for outputs in host memory (the judge's --memory host, which the CPU tests use).
+void poison_outputs_host(Arrays& host);
 
 // A timed run's outputs are compared at kProbeCount positions the judge draws after the run (the
 // last run's in full): cheap enough to check every timed run, unknowable to the runner beforehand.
 constexpr int kProbeCount = 4096;
 std::vector<size_t> probe_positions(uint64_t seed, size_t count);
+// For every array of a case, the element positions read (empty: none, or the whole array).
+using Positions = std::vector<std::vector<size_t>>;
 // Copies device array `s` (at `dev`) to `host`: the whole array when `positions` is empty, else only
 // the elements at `positions`, in that order, gathered on the array's GPU first, so that the probe
 // of a gigabyte output moves 32 KB instead of the gigabyte.
@@ -221,7 +229,7 @@ void copy_to_host(const ArraySpec& s, const void* dev, const std::vector<size_t>
 // (device or mapped host memory), on the current stream of the array's GPU.
 void gather_async(const ArraySpec& s, const void* dev, const size_t* pos, size_t count, void* out);
 
-// A CUDA error raised by the code under test, caught where the runner classifies it.
+// A CUDA error left by the code under test, as settle() finds it.
 struct DeviceFault {
     cudaError_t err = cudaSuccess;
     bool rejected = false;  // a launch or call refused up front (bad configuration): nothing ran
@@ -233,6 +241,8 @@ struct DeviceFault {
 // many threads, too much shared memory) is reported only by cudaGetLastError, while the sync
 // succeeds. Leaves device 0 current.
 DeviceFault settle();
+// settle() for the kit's own GPU work: an error there is the kit's, thrown as "`who` failed: ...".
+void settle_or_throw(const char* who);
 // How many GPUs (0..k-1) the arrays allocated so far live on.
 int devices_in_use();
 void note_device_in_use(int device);

@@ -16,7 +16,7 @@ using Call = std::function<void(const Case&, Arrays&)>;
 // call is reported to the judge and ends the process (the context is lost). Returns the exit code.
 int serve(int fd, const Call& call);
 
-// Errors that mean a launch was refused whatever reported them.
-bool is_launch_error(cudaError_t e);
+// A fault that means a launch was refused (nothing ran), not a fault while running.
+bool is_launch_fault(const DeviceFault& f);
 
 }  // namespace kit

@@ -8,7 +8,7 @@ namespace kit {
 // What a call left, as the judge took it in hand: for every array of the case, the positions read
 // (empty: the whole array) and the values read there; both empty for arrays that are not outputs.
 struct Outputs {
-    std::vector<std::vector<size_t>> positions;
+    Positions positions;
     std::vector<std::vector<unsigned char>> got;
 };
 

@@ -90,8 +90,12 @@ void seal_process();
 // 64 bits from the kernel's random source: a secret the runner cannot predict.
 uint64_t random64();
 
-// Monotonic wall time in milliseconds.
-double clock_ms();
+// A pause in a spin-wait, so that the other hyperthread of the core is not starved.
+inline void cpu_relax() {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+}
 
 // The shared libraries mapped into process `pid`, as paths (from /proc/PID/maps); `ok` false when
 // the map could not be read.

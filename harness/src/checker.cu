@@ -68,9 +68,6 @@ int main(int argc, char** argv) {
         }
         if (o.socket < 0 || o.results < 0) return usage(argv[0]);
         return judge(o);
-    } catch (const DeviceFault& f) {
-        std::fprintf(stderr, "checker: library call failed: %s\n", cudaGetErrorString(f.err));
-        return kExitHarnessError;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "checker: %s\n", e.what());
         return kExitHarnessError;

@@ -109,8 +109,7 @@ DeviceArrays::DeviceArrays(const std::vector<ArraySpec>& s) {
         void* p = nullptr;
         note_device_in_use(a.device);
         CUDA_CHECK(cudaSetDevice(a.device));
-        // At least one element, so that n = 1 and empty cases still get a valid pointer.
-        CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(a.count, 1) * dtype_size(a.dtype)));
+        CUDA_CHECK(cudaMalloc(&p, alloc_bytes(a)));
         ptrs.push_back(p);
     }
     CUDA_CHECK(cudaSetDevice(0));
@@ -127,7 +126,7 @@ HostArrays::HostArrays(const std::vector<ArraySpec>& s, bool outputs_only) {
             ptrs.push_back(nullptr);
             continue;
         }
-        storage[i].resize(std::max<size_t>(specs[i].count, 1) * dtype_size(specs[i].dtype));
+        storage[i].resize(alloc_bytes(specs[i]));
         ptrs.push_back(storage[i].data());
     }
 }
@@ -175,6 +174,17 @@ void fill_inputs_host(const Case& c, uint64_t seed, Arrays& host) {
             double v = fill_value(s.fill, seed, a, i);
             if (s.dtype == DType::f64) ((double*)host.ptrs[a])[i] = v;
             else ((float*)host.ptrs[a])[i] = (float)v;
+        }
+    }
+}
+
+void poison_outputs_host(Arrays& host) {
+    for (size_t i = 0; i < host.specs.size(); ++i) {
+        const ArraySpec& s = host.specs[i];
+        if (s.role != Role::out) continue;
+        for (size_t j = 0; j < s.count; ++j) {
+            if (s.dtype == DType::f64) std::memcpy((char*)host.ptrs[i] + 8 * j, &kPoison64, 8);
+            else std::memcpy((char*)host.ptrs[i] + 4 * j, &kPoison32, 4);
         }
     }
 }
@@ -279,6 +289,10 @@ DeviceFault settle() {
     }
     if (sync != cudaSuccess) return {sync, false};
     return {launch, launch != cudaSuccess};
+}
+
+void settle_or_throw(const char* who) {
+    if (DeviceFault f = settle()) throw std::runtime_error(std::string(who) + " failed: " + cudaGetErrorString(f.err));
 }
 
 // --------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ void Hand::take() {
         CUDA_CHECK(cudaSetDevice(arrays_.specs[i].device));
         gather_async(arrays_.specs[i], arrays_.ptrs[i], dpos_[i], pos_[i].size(), dbuf_[i]);
     }
-    if (DeviceFault f = settle()) throw std::runtime_error(std::string("the judge's read failed: ") + cudaGetErrorString(f.err));
+    settle_or_throw("the judge's read");
 }
 
 std::vector<std::vector<unsigned char>> Hand::values() const {

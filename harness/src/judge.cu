@@ -173,14 +173,7 @@ private:
     void prepare(const Case& c, uint64_t seed, Arrays& a) {
         if (o_.memory == Memory::host) {
             fill_inputs_host(c, seed, a);
-            for (size_t i = 0; i < a.specs.size(); ++i) {
-                const ArraySpec& s = a.specs[i];
-                if (s.role != Role::out) continue;
-                for (size_t j = 0; j < s.count; ++j) {
-                    if (s.dtype == DType::f64) std::memcpy((char*)a.ptrs[i] + 8 * j, &kPoison64, 8);
-                    else std::memcpy((char*)a.ptrs[i] + 4 * j, &kPoison32, 4);
-                }
-            }
+            poison_outputs_host(a);
             return;
         }
         fill_inputs_device(c, seed, a);
@@ -191,7 +184,7 @@ private:
 
     void idle() {
         if (o_.memory != Memory::device) return;
-        if (DeviceFault f = settle()) throw std::runtime_error(std::string("the judge's GPU work failed: ") + cudaGetErrorString(f.err));
+        settle_or_throw("the judge's GPU work");
     }
 
     // Rings the runner and waits for its "done" (or its fault, or its end).
@@ -205,9 +198,7 @@ private:
                 if (m.kind != Kind::fault) throw wire::ProtocolError("an unexpected message during a call");
                 throw RunnerFault::from(m.text);
             }
-#if defined(__x86_64__)
-            __builtin_ia32_pause();
-#endif
+            wire::cpu_relax();
         }
     }
 

@@ -36,7 +36,7 @@ int alone(const std::string& plan) {
         nvtxRangePop();
         if (DeviceFault f = settle()) {
             std::fprintf(stderr, "runner: case %s: %s\n", c.id.c_str(), cudaGetErrorString(f.err));
-            return f.rejected || is_launch_error(f.err) ? kExitLaunchError : kExitRuntimeError;
+            return is_launch_fault(f) ? kExitLaunchError : kExitRuntimeError;
         }
     }
     return kExitOk;

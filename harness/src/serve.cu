@@ -9,6 +9,9 @@
 
 namespace kit {
 
+namespace {
+
+// Errors that mean a launch was refused whatever reported them.
 bool is_launch_error(cudaError_t e) {
     switch (e) {
     case cudaErrorInvalidConfiguration:
@@ -21,6 +24,10 @@ bool is_launch_error(cudaError_t e) {
     default: return false;
     }
 }
+
+}  // namespace
+
+bool is_launch_fault(const DeviceFault& f) { return f.rejected || is_launch_error(f.err); }
 
 namespace {
 
@@ -36,7 +43,7 @@ std::vector<size_t> parse_sizes(const std::string& line) {
 }
 
 [[noreturn]] void report_fault(wire::Channel& ch, DeviceFault f) {
-    bool launch = f.rejected || is_launch_error(f.err);
+    bool launch = is_launch_fault(f);
     try {
         ch.send(Kind::fault, std::string(launch ? "launch " : "runtime ") + cudaGetErrorName(f.err) + " " +
                                  cudaGetErrorString(f.err));
@@ -89,8 +96,6 @@ int serve(int fd, const Call& call) {
     } catch (const wire::ProtocolError& e) {
         std::fprintf(stderr, "runner: %s\n", e.what());
         return kExitUsage;
-    } catch (const DeviceFault& f) {
-        report_fault(ch, f);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "runner: %s\n", e.what());
         return kExitHarnessError;

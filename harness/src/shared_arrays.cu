@@ -108,8 +108,6 @@ void* map_here(CUmemGenericAllocationHandle h, size_t bytes, int owner) {
     return reinterpret_cast<void*>(va);
 }
 
-size_t wanted_bytes(const ArraySpec& s) { return std::max<size_t>(s.count, 1) * dtype_size(s.dtype); }
-
 void* map_host(int fd, size_t bytes) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("cannot map an array: ") + strerror(errno));
@@ -122,7 +120,7 @@ SharedArrays::SharedArrays(const std::vector<ArraySpec>& s, Memory m) : memory(m
     specs = s;
     for (const ArraySpec& a : specs) {
         note_device_in_use(a.device);
-        size_t want = wanted_bytes(a);
+        size_t want = alloc_bytes(a);
         if (memory == Memory::host) {
             int fd = memfd_create("kit-array", MFD_CLOEXEC);
             if (fd < 0 || ftruncate(fd, (off_t)want) != 0) throw std::runtime_error(std::string("memfd: ") + strerror(errno));
@@ -158,7 +156,7 @@ SharedArrays::SharedArrays(const std::vector<ArraySpec>& s, Memory m, const std:
                                  std::to_string(specs.size()));
     for (size_t i = 0; i < specs.size(); ++i) {
         note_device_in_use(specs[i].device);
-        if (bytes[i] < wanted_bytes(specs[i])) throw std::runtime_error("an array handed over is too small");
+        if (bytes[i] < alloc_bytes(specs[i])) throw std::runtime_error("an array handed over is too small");
         if (memory == Memory::host) {
             ptrs.push_back(map_host(fds[i], bytes[i]));
             continue;

@@ -12,8 +12,6 @@ namespace kit {
 
 namespace {
 
-using Positions = std::vector<std::vector<size_t>>;
-
 // Keeps only the elements at `positions` of host array i, in that order.
 void keep_positions(HostArrays& h, size_t i, const std::vector<size_t>& positions) {
     const size_t esize = dtype_size(h.specs[i].dtype);

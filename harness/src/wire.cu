@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kit.cuh"
 #include "wire.h"
 
 namespace kit::wire {
@@ -136,14 +137,12 @@ Doorbell* map_doorbell(int fd) {
 
 uint32_t wait_for_go(Doorbell* bell, uint32_t last) {
     // Spin ~20 ms (the judge times calls right after ringing), then sleep in the kernel.
-    const double spin_until = clock_ms() + 20;
+    const double spin_until = now_ms() + 20;
     for (unsigned i = 0;; ++i) {
         uint32_t g = bell->go.load(std::memory_order_acquire);
         if (g != last) return g;
-        if ((i & 1023) == 1023 && clock_ms() > spin_until) break;
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
+        if ((i & 1023) == 1023 && now_ms() > spin_until) break;
+        cpu_relax();
     }
     for (;;) {
         bell->sleeping.store(1);
@@ -177,12 +176,6 @@ uint64_t random64() {
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)sizeof v) fail("getrandom failed");
     return v;
-}
-
-double clock_ms() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 std::vector<std::string> mapped_libraries(int pid, bool& ok) {
