@@ -1,5 +1,6 @@
 import pytest
 
+import fake_kit as fake_kit_mod
 from grader import gpu
 
 
@@ -10,3 +11,12 @@ def local_gpu():
         return gpu.detect()
     except gpu.NoGpu as e:
         pytest.skip(f"needs a CUDA GPU ({e})")
+
+
+@pytest.fixture
+def fake_kit(monkeypatch, tmp_path):
+    """Replaces the nvcc builds and the harness with the replaying fake (fake_kit.py); returns the calls made."""
+    calls = {"gpu": [], "build": []}
+    for (obj, name), value in fake_kit_mod.patches(tmp_path, calls).items():
+        monkeypatch.setattr(obj, name, value)
+    return calls

@@ -1,14 +1,20 @@
 """The fake kit for batch tests: builds that read a scenario from kernel.cu, and a judge and a runner
 (fake_harness.py) that replay that scenario's records, taken on an NVIDIA H200. No nvcc, no GPU.
 
-  patches(folder, calls) -> {(object, name): value}    what a test sets (with monkeypatch)
+  patches(folder, calls) -> {(object, name): value}    what a test sets (the fixture fake_kit in conftest.py)
+  args, make_class, read_gradebook                     a batch's arguments, a class of five, its gradebook
   python3 fake_kit.py ARGS...                          the grader's CLI with the patches in force (for
                                                        jobs a test starts as other processes: Slurm's)
 """
+import csv
+import io
 import json
 import stat
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))  # the grader package, when run as a script
@@ -47,11 +53,7 @@ def patches(folder: Path, calls: dict) -> dict:
     """{(object, attribute): replacement}: the builds, the checker and the GPU replaced by the fake."""
     checker = Path(folder) / "fake-checker"
     # The checker finds the scenario in the folder it runs in (the submission's work folder).
-    checker.write_text("#!/bin/sh\n"
-                       f"KIT_FAKE_FIXTURE={SCENARIOS}/$(cat \"$PWD/scenario\")\n"
-                       "export KIT_FAKE_FIXTURE\n"
-                       f"exec {sys.executable} {FAKE} checker \"$@\"\n")
-    checker.chmod(0o755)
+    _wrapper(checker, "checker", "$PWD/scenario")
 
     def compile_submission(src, work, arch, timeout):
         text = Path(src).read_text()
@@ -90,6 +92,40 @@ def patches(folder: Path, calls: dict) -> dict:
             (build, "checker_path"): lambda task, arch: checker,
             (grade, "gpu_stages"): gpu_stages,
             (gpu_mod, "detect"): lambda index=0: info}
+
+
+# ---------------------------------------------------------------------------------------------
+# A class for the batch tests.
+
+def args(subs: Path, out: Path, *extra) -> SimpleNamespace:
+    ns = SimpleNamespace(submissions=subs, out=out, jobs=2, assignments=["trmm"], regrade=None, regrade_all=False,
+                         timed_runs=None, no_reference=True, no_isolation=True, memory_gib=16)
+    for k, v in extra:
+        setattr(ns, k, v)
+    return ns
+
+
+def make_class(root: Path) -> Path:
+    """Five entries in as many layouts, one of them empty."""
+    subs = root / "subs"
+    (subs / "alice" / "trmm").mkdir(parents=True)
+    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    with zipfile.ZipFile(subs / "bob.zip", "w") as z:
+        z.writestr("hw/trmm_kernel.cu", kernel("no_bounds_check"))
+    with tarfile.open(subs / "carol.tar.gz", "w:gz") as t:
+        data = kernel("skeleton").encode()
+        info = tarfile.TarInfo("carol/kernel.cu")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    (subs / "dave").mkdir()
+    (subs / "dave" / "notes.txt").write_text("I did not finish")
+    (subs / "erin").mkdir()
+    (subs / "erin" / "kernel.cu").write_text("// COMPILE_ERROR\n" + ENTRY)
+    return subs
+
+
+def read_gradebook(out: Path) -> list:
+    return list(csv.DictReader((out / "gradebook.csv").open()))
 
 
 if __name__ == "__main__":

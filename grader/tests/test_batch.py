@@ -14,7 +14,6 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -23,7 +22,6 @@ from grader import gpu as gpu_mod
 from grader.batch import gpus as batch_gpus
 from grader.results import GpuInfo
 
-import fake_kit as fake_kit_mod
 
 ROOT = tasks.ROOT
 
@@ -32,48 +30,7 @@ FIXTURES = HERE / "fixtures"
 EPS = {n: tasks.load(n).entry_point for n in tasks.registry()}
 
 
-kernel = fake_kit_mod.kernel
-ENTRY = fake_kit_mod.ENTRY
-
-
-@pytest.fixture
-def fake_kit(monkeypatch, tmp_path):
-    """Replaces the nvcc builds and the harness with the replaying fake (fake_kit.py); returns the calls made."""
-    calls = {"gpu": [], "build": []}
-    for (obj, name), value in fake_kit_mod.patches(tmp_path, calls).items():
-        monkeypatch.setattr(obj, name, value)
-    return calls
-
-
-def args(subs: Path, out: Path, *extra) -> SimpleNamespace:
-    ns = SimpleNamespace(submissions=subs, out=out, jobs=2, assignments=["trmm"], regrade=None, regrade_all=False,
-                         timed_runs=None, no_reference=True, no_isolation=True, memory_gib=16)
-    for k, v in extra:
-        setattr(ns, k, v)
-    return ns
-
-
-def make_class(root: Path) -> Path:
-    """Five entries in as many layouts, one of them empty."""
-    subs = root / "subs"
-    (subs / "alice" / "trmm").mkdir(parents=True)
-    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("reference"))
-    with zipfile.ZipFile(subs / "bob.zip", "w") as z:
-        z.writestr("hw/trmm_kernel.cu", kernel("no_bounds_check"))
-    with tarfile.open(subs / "carol.tar.gz", "w:gz") as t:
-        data = kernel("skeleton").encode()
-        info = tarfile.TarInfo("carol/kernel.cu")
-        info.size = len(data)
-        t.addfile(info, io.BytesIO(data))
-    (subs / "dave").mkdir()
-    (subs / "dave" / "notes.txt").write_text("I did not finish")
-    (subs / "erin").mkdir()
-    (subs / "erin" / "kernel.cu").write_text("// COMPILE_ERROR\n" + ENTRY)
-    return subs
-
-
-def read_gradebook(out: Path) -> list:
-    return list(csv.DictReader((out / "gradebook.csv").open()))
+from fake_kit import ENTRY, args, kernel, make_class, read_gradebook  # noqa: E402
 
 
 def test_the_plot_keeps_a_long_library_name_whole_and_draws_tier_lines_behind_every_label():

@@ -8,7 +8,7 @@ import pytest
 
 from grader import gradescope, tasks
 from grader import gpu as gpu_mod
-from test_batch import ENTRY, fake_kit, kernel  # noqa: F401 - fake_kit is a fixture
+from fake_kit import ENTRY, kernel
 
 STATUSES = {"passed", "failed"}
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}

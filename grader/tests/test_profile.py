@@ -10,7 +10,9 @@ from grader.profile import Peaks, hints, parse_raw_csv, table
 from grader.profile import rules
 from grader.profile.ncu import Kernel
 from grader.profile.roofline import svg
-from test_batch import fake_kit  # noqa: F401 - a fixture: the replaying fake harness
+from fake_kit import args, make_class
+from fake_kit import kernel as submission
+from grader import batch
 
 H100 = Peaks(flops=67e12, bandwidth=3.35e12, sms=132, precision="fp64")
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
@@ -192,11 +194,9 @@ def fake_ncu(tmp_path, monkeypatch):
 
 
 def grade_alice(tmp_path, *extra):
-    from test_batch import args, kernel
-    from grader import batch
     subs, out = tmp_path / "subs", tmp_path / "out"
     (subs / "alice" / "trmm").mkdir(parents=True)
-    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    (subs / "alice" / "trmm" / "kernel.cu").write_text(submission("reference"))
     assert batch.main(args(subs, out, *extra)) == 0
     import json
     return json.loads((out / "records" / "alice" / "trmm.json").read_text()), out
@@ -247,11 +247,9 @@ def test_the_terminal_report_shows_the_kernels_and_hints_of_a_profile():
 # The class view of a batch (batch/classview.py).
 
 def test_a_batch_draws_the_class_per_assignment_without_naming_anyone(fake_kit, fake_ncu, tmp_path):
-    from test_batch import args, make_class
-    from grader import batch
     subs, out = make_class(tmp_path), tmp_path / "out"
     (subs / "frank" / "trmm").mkdir(parents=True)
-    (subs / "frank" / "trmm" / "kernel.cu").write_text(__import__("fake_kit").kernel("reference"))
+    (subs / "frank" / "trmm" / "kernel.cu").write_text(submission("reference"))
     assert batch.main(args(subs, out, ("profile", True), ("no_reference", False))) == 0
     readme = (out / "class" / "README.md").read_text()
     assert "## trmm" in readme and "5 graded, 2 correct" in readme  # dave had nothing gradeable
@@ -268,8 +266,6 @@ def test_a_batch_draws_the_class_per_assignment_without_naming_anyone(fake_kit, 
 
 
 def test_without_profiles_the_class_view_has_no_roofline(fake_kit, tmp_path):
-    from test_batch import args, make_class
-    from grader import batch
     subs, out = make_class(tmp_path), tmp_path / "out"
     assert batch.main(args(subs, out)) == 0
     assert (out / "class" / "trmm-scores.svg").is_file() and not (out / "class" / "trmm-roofline.svg").exists()
