@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine with Nsight Compute: `make grade PROFILE=1` tried on the kernels a profile should
 # tell apart, and their raw profiles kept as fixtures for the hint rules' tests.
-#   1. trmm: a naive coalesced kernel, the same kernel with rows along the warp (uncoalesced) and the
-#      hidden reference; reduce, conv1d and matmul: the reference and the skeleton-level kernel;
+#   1. every assignment's lecture-level kernel (a correct one of its tests/) and its hidden
+#      reference; for trmm also the naive kernel with rows along the warp (uncoalesced);
 #   2. each graded with --profile --keep: the report's profile part, the roofline, the CSV ncu wrote;
 #   3. the time the profile took (stage "profile"), which must stay under 20 s.
 # Everything under ${OUT:-build/profile-check}; a short table last.
@@ -25,8 +25,12 @@ run() {  # NAME ASSIGNMENT FILE
 }
 run trmm-naive trmm assignments/trmm/tests/naive_one_thread_per_element.cu
 run trmm-uncoalesced trmm assignments/trmm/tests/uncoalesced_rows_per_warp.cu
-run trmm-reference trmm reference/trmm/kernel.cu
-for a in reduce conv1d matmul; do
+run syr2k-tiled syr2k assignments/syr2k/tests/tiled_split_k.cu
+run reduce-unrolled reduce assignments/reduce/tests/unrolled_last_warp_fixed.cu
+run jacobi-atomic-norm jacobi assignments/jacobi/tests/atomic_norm_per_point.cu
+run matmul-naive matmul assignments/matmul/tests/naive_one_thread_per_element.cu
+run conv1d-basic conv1d assignments/conv1d/tests/basic_correct.cu
+for a in trmm syr2k reduce jacobi matmul conv1d; do
     run "$a-reference" "$a" "reference/$a/kernel.cu"
 done
 

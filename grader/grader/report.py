@@ -5,6 +5,7 @@ import json
 import os
 from pathlib import Path
 
+from .profile import LAUNCHES
 from .results import GradeResult, Verdict
 from .tasks import describe
 
@@ -115,14 +116,20 @@ def profile_lines(prof: dict) -> list:
         return []
     if "note" in prof:
         return ["", f"   Profile: {prof['note']}"]
-    out = ["", f"   Profile (Nsight Compute, one call of {prof.get('case')}; not part of the score):"]
+    first = f", its first {LAUNCHES} kernel launches" if prof.get("launches", 0) >= LAUNCHES else ""
+    out = ["", f"   Profile (Nsight Compute, one call of {prof.get('case')}{first}; not part of the score):"]
     num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     for k in prof.get("kernels", []):
-        out.append(f"     {k['kernel'][:60]}: {num(k['share_pct'], '.0f')}% of the time, "
+        times = f" (x{k['launches']})" if k.get("launches", 1) > 1 else ""
+        out.append(f"     {k['kernel'][:60]}{times}: {num(k['share_pct'], '.0f')}% of the time, "
                    f"DRAM {num(k['dram_gbs'], ',.0f')} GB/s ({num(k['dram_pct'], '.0f')}% of peak), "
                    f"{num(k['gflops'], ',.0f')} GFLOP/s ({num(k['flops_pct'], '.1f')}% of peak), "
                    f"{num(k['intensity'], '.2g')} FLOP/byte, occupancy {num(k['occupancy_pct'], '.0f')}%, "
-                   f"L2 hits {num(k['l2_hit_pct'], '.0f')}%, {num(k['sectors_per_request'], '.1f')} sectors/request"
+                   f"L2 hits {num(k['l2_hit_pct'], '.0f')}%"
+                   + (f", FP64 tensor pipe busy {k['tensor_pct']:.0f}%" if k.get("tensor_pct") else "")
+                   + (f", loads use {k['ld_bytes_used_pct']:.0f}% of each sector" if k.get("ld_bytes_used_pct") is not None
+                      else "")
+                   + f", {num(k['sectors_per_request'], '.1f')} sectors/request"
                    + (f", most stalls: {k['top_stall']}" if k.get("top_stall") else ""))
     out += [f"   - {h}" for h in prof.get("hints", [])]
     if prof.get("roofline"):

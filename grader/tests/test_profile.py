@@ -3,10 +3,11 @@ triggers it and one that does not) and the roofline picture. No GPU and no ncu n
 are written here in ncu's layout (a header row, a units row, one row per kernel)."""
 import csv
 import io
+from pathlib import Path
 
 import pytest
 
-from grader.profile import Peaks, hints, parse_raw_csv, table
+from grader.profile import Peaks, hints, merge, parse_raw_csv, table
 from grader.profile import rules
 from grader.profile.ncu import Kernel
 from grader.profile.roofline import svg
@@ -82,15 +83,53 @@ def test_a_grid_smaller_than_the_gpu_is_named_with_its_block_count():
 
 
 def test_loads_that_use_a_small_part_of_each_sector_are_called_uncoalesced():
-    said = rules.uncoalesced(kernel(ld_bytes_used_pct=12.5, ld_sectors=3.2e7, ld_requests=1e6), H100)
+    said = rules.uncoalesced(kernel(ld_bytes_per_sector=4.0, ld_instructions=1e6, ld_sectors=3.2e7,
+                                    ld_requests=1e6), H100)
     assert "only 12% of each 32-byte sector" in said and "32.0 sectors per request" in said
-    assert rules.uncoalesced(kernel(ld_bytes_used_pct=100.0, ld_sectors=8e6, ld_requests=1e6), H100) is None
+    assert rules.uncoalesced(kernel(ld_bytes_per_sector=32.0, ld_instructions=1e6, ld_sectors=8e6,
+                                    ld_requests=1e6), H100) is None
 
 
-def test_without_the_bytes_used_the_sectors_per_request_decide_and_eight_is_fine():
-    assert "32.0 sectors of 32 bytes per request" in rules.uncoalesced(kernel(ld_sectors=3.2e7, ld_requests=1e6), H100)
-    assert rules.uncoalesced(kernel(ld_sectors=8e6, ld_requests=1e6), H100) is None
+def test_sixteen_byte_loads_and_cp_async_copies_are_not_called_uncoalesced_for_their_sectors_per_request():
+    # A warp's 16-byte loads take 16 sectors per request, all of each sector used.
+    wide = kernel(ld_bytes_per_sector=32.0, ld_instructions=1e6, ld_sectors=1.6e7, ld_requests=1e6)
+    assert rules.uncoalesced(wide, H100) is None
+    # cp.async only: no plain global loads, so ncu reports 0 bytes per sector; nothing to judge.
+    assert rules.uncoalesced(kernel(ld_bytes_per_sector=0.0, ld_instructions=0.0, ld_sectors=1.6e7,
+                                    ld_requests=1e6), H100) is None
     assert rules.uncoalesced(kernel(), H100) is None
+
+
+def test_a_busy_l1_with_an_idle_dram_is_called_re_loading_and_told_to_tile():
+    said = rules.l1_busy(kernel(l1_pct=84.2, dram_pct=5.3), H100)
+    assert said.startswith("trmm_kernel: the SM's load path (L1) is 84% busy while DRAM runs at 5%")
+    assert "(tiling)" in said
+    assert rules.l1_busy(kernel(l1_pct=84.2, dram_pct=80.0), H100) is None  # DRAM busy too: a streaming kernel
+    assert rules.l1_busy(kernel(l1_pct=33.0, dram_pct=5.0), H100) is None
+
+
+def test_a_kernel_at_a_roof_is_told_so_and_gets_no_other_advice():
+    at_dram = kernel(duration_ns=7e5, dram_pct=91.9, achieved_occupancy_pct=12, theoretical_occupancy_pct=12,
+                     limit_registers=1, registers=222)
+    said = hints([at_dram], H100)
+    assert said == ["trmm_kernel moves its bytes at 92% of DRAM's peak bandwidth: it is at the memory roof, so only "
+                    "moving fewer bytes (fewer passes, no re-reads) can make it faster."]
+    tensor = kernel(duration_ns=3e6, dmma_pct=85.4, dram_pct=10.0)
+    assert "keeps the FP64 tensor cores busy 85% of the time" in rules.at_roof(tensor, H100)
+    assert rules.at_roof(kernel(duration_ns=3e6, dmma_pct=40.0, dram_pct=50.0), H100) is None
+
+
+def test_tensor_core_fp64_work_is_estimated_from_the_busy_time_of_the_dmma_pipe():
+    k = kernel(duration_ns=2e6, dmma_pct=50.0)
+    assert rules.tensor_flops(k, H100) == pytest.approx(0.5 * 67e12 * 2e-3)
+    assert rules.flop_rate(k, H100) == pytest.approx(33.5e12)
+    fp32 = Peaks(flops=60e12, bandwidth=3.35e12, sms=132, precision="fp32")
+    assert rules.tensor_flops(k, fp32) is None
+
+
+def test_an_instruction_count_is_rebuilt_from_its_rate_per_elapsed_cycle():
+    k = kernel(duration_ns=24117024, dfma_per_cycle=888.04, cycles_per_second=1.6047e9)
+    assert k.flops64 == pytest.approx(2 * 888.04 * 1.6047e9 * 0.024117024)
 
 
 def test_low_occupancy_names_the_resource_that_limits_it():
@@ -131,13 +170,74 @@ def test_a_stall_reason_is_named_only_when_it_dominates():
 
 def test_hints_come_from_the_kernels_that_take_the_time_and_are_at_most_three():
     tiny = Kernel("setup", {"duration_ns": 1e3, "grid_size": 1, "block_size": 1})
-    main = kernel(duration_ns=1e6, grid_size=1, block_size=32, ld_bytes_used_pct=10.0, achieved_occupancy_pct=3,
+    main = kernel(duration_ns=1e6, grid_size=1, block_size=32, ld_bytes_per_sector=3.2, ld_instructions=1e4,
+                  achieved_occupancy_pct=3,
                   theoretical_occupancy_pct=3, limit_warps=1, limit_registers=8, dram_bytes=1e6, dadd=1e5,
                   dram_pct=1.0)
     said = hints([tiny, main], H100)
     assert len(said) == 3 and all(s.startswith("trmm_kernel") and s.endswith(".") for s in said)
     assert "setup" not in " ".join(said)
     assert hints([kernel(duration_ns=1e6, grid_size=4096, block_size=256)], H100) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules on profiles recorded on an H100 (tools/gpu_profile_check.sh keeps them): what each
+# report says of a naive kernel, of the same kernel uncoalesced, and of the references.
+
+RECORDED = Path(__file__).parent / "fixtures" / "profiles"
+
+
+def recorded(name: str) -> list:
+    return merge(parse_raw_csv((RECORDED / f"{name}.csv").read_text()))
+
+
+def test_the_recorded_naive_kernels_are_told_they_re_load_through_l1_and_not_that_they_are_uncoalesced():
+    for name, kernel_name, l1 in (("trmm-naive", "trmm_kernel", 73), ("matmul-naive", "matmul_kernel", 92),
+                                  ("syr2k-tiled", "syr2k_kernel", 90)):
+        said = hints(recorded(name), H100)
+        assert said[0].startswith(f"{kernel_name}: the SM's load path (L1) is {l1}% busy while DRAM runs at"), said
+        assert not any("sector" in s or "occupancy" in s or "memory-bound" in s for s in said), said
+    [k] = recorded("trmm-naive")
+    assert k.flops64 == pytest.approx(4096 * 4096 * 4097, rel=0.01)  # n^2 (n+1) FLOP, from ncu's rates
+
+
+def test_the_recorded_uncoalesced_trmm_is_told_its_loads_use_a_quarter_of_each_sector():
+    said = hints(recorded("trmm-uncoalesced"), H100)
+    assert said[0].startswith("trmm_kernel: only 25% of each 32-byte sector its global loads fetch is used")
+    assert "consecutive threads read consecutive elements" in said[0]
+
+
+def test_the_recorded_references_are_told_they_are_at_their_roof_and_nothing_else():
+    for name, roof in (("trmm-reference", "FP64 tensor cores busy 76%"), ("matmul-reference", "FP64 tensor cores busy 85%"),
+                       ("syr2k-reference", "FP64 tensor cores busy 75%"), ("reduce-reference", "at 92% of DRAM's peak"),
+                       ("conv1d-reference", "at 81% of DRAM's peak")):
+        said = hints(recorded(name), H100)
+        assert len(said) == 1 and roof in said[0], (name, said)
+
+
+def test_a_recorded_kernel_below_the_memory_roof_is_told_how_busy_dram_is():
+    said = hints(recorded("conv1d-basic"), H100)
+    assert said[0].startswith("convolution_1D_basic_kernel is memory-bound (almost no FP64 arithmetic per DRAM byte")
+    assert "DRAM runs at 47% of its bandwidth, far below what it can do" in said[0]
+    said = hints(recorded("reduce-unrolled"), H100)
+    assert "DRAM runs at 61% of its bandwidth, so the bytes" in said[0]
+    assert said[1] == "block_sums: its warps wait mostly at __syncthreads() for the rest of their block (52% of stalls)."
+
+
+def test_the_launches_of_one_kernel_are_one_line_with_their_times_summed():
+    launched = parse_raw_csv((RECORDED / "jacobi-atomic-norm.csv").read_text())
+    [k] = merge(launched)
+    assert len(launched) == 10 and k.launches == 10
+    assert k.get("duration_ns") == pytest.approx(sum(x.get("duration_ns") for x in launched))
+    assert min(x.get("dram_pct") for x in launched) <= k.get("dram_pct") <= max(x.get("dram_pct") for x in launched)
+    assert hints([k], H100)[0].startswith("sweep_kernel moves its bytes at 8")  # "void <unnamed>::sweep_kernel<0>(...)"
+
+
+def test_the_recorded_tensor_core_matmul_sits_near_the_fp64_roof_on_the_roofline():
+    [k] = recorded("matmul-reference")
+    [row] = table([k], H100)
+    assert row["tensor_pct"] == pytest.approx(85.36) and row["flops_pct"] == pytest.approx(85.36)
+    assert row["intensity"] > H100.ridge and row["ld_bytes_used_pct"] is None  # cp.async: no plain loads
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +250,19 @@ def test_the_roofline_draws_both_roofs_and_a_point_per_kernel_with_its_label():
     assert "FP64 peak 67 TFLOP/s" in picture and "DRAM 3,350 GB/s" in picture
     assert picture.count("<circle") == 4  # two points, and two in the key
     assert ">trmm_kernel (submission)<" in picture and ">cublasDtrmm (library)<" in picture
+
+
+def test_the_library_route_is_put_on_the_roofline_at_the_bytes_that_must_move():
+    from grader import tasks
+    from grader.profile.run import library_point
+    from grader.results import Performance
+    task = tasks.load("trmm")
+    perf = Performance("n4096", {"n": 4096}, "GFLOPS", None, 45000.0, None, baseline_name="cublasDtrmm via transposes",
+                       baseline_rate=41000.0)
+    [(label, who, ai, rate)] = library_point(task, perf)
+    assert who == "library" and label.startswith("cublasDtrmm via transposes")
+    assert ai == pytest.approx(4096 * 4096 * 4097 / (24 * 4096 * 4096)) and rate == pytest.approx(41e12)
+    assert library_point(tasks.load("jacobi"), perf) == []  # updates per second: not on a FLOP roofline
 
 
 def test_a_point_without_a_flop_count_is_left_out_of_the_roofline():
@@ -171,7 +284,7 @@ if os.environ.get("FAKE_NCU") == "noperm":
     sys.exit(1)
 program = next(i for i, a in enumerate(args) if a.endswith("/runner"))
 assert args[program + 1] == "--alone" and os.path.isfile(args[program + 2]), args
-assert "--nvtx-include" in args[:program]
+assert "--nvtx-include" in args[:program] and "--launch-count" in args[:program]
 open(args[args.index("--export") + 1], "w").write(open(os.environ["FAKE_NCU_CSV"]).read())
 '''
 
@@ -259,7 +372,7 @@ def test_a_batch_draws_the_class_per_assignment_without_naming_anyone(fake_kit, 
     scores = (out / "class" / "trmm-scores.svg").read_text()
     assert scores.startswith("<svg") and ">2</text>" in scores  # the full-marks bar holds two
     rates = (out / "class" / "trmm-rates-n4096.svg").read_text()
-    assert rates.count("<circle") == 2 and ">reference 18,808</text>" in rates
+    assert rates.count("<circle") == 2 and ">reference 20,535</text>" in rates
     roof = (out / "class" / "trmm-roofline.svg").read_text()
     assert ">submission (2)</text>" in roof and ">reference (1)</text>" in roof
     assert "alice" not in roof and "frank" not in roof

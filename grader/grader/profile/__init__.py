@@ -12,9 +12,9 @@ The profile never takes part in a grade: it is taken after the grading, on a cal
 from __future__ import annotations
 
 from .rules import Peaks, flop_rate, hints, intensity
-from .ncu import Kernel, parse_raw_csv
+from .ncu import LAUNCHES, Kernel, merge, parse_raw_csv
 
-__all__ = ["Kernel", "Peaks", "hints", "parse_raw_csv", "table"]
+__all__ = ["LAUNCHES", "Kernel", "Peaks", "hints", "merge", "parse_raw_csv", "table"]
 
 
 def table(kernels: list, p: Peaks) -> list:
@@ -22,19 +22,22 @@ def table(kernels: list, p: Peaks) -> list:
     total = sum(k.get("duration_ns") or 0 for k in kernels) or None
     rows = []
     for k in sorted(kernels, key=lambda k: -(k.get("duration_ns") or 0)):
-        t, b, rate = k.get("duration_ns"), k.bytes, flop_rate(k, p.precision)
+        t, b, rate = k.get("duration_ns"), k.bytes, flop_rate(k, p)
         rows.append({
             "kernel": k.name,
+            "launches": k.launches,
             "share_pct": 100 * t / total if t is not None and total else None,
             "ms": t / 1e6 if t is not None else None,
             "dram_gbs": b / k.seconds / 1e9 if b is not None and k.seconds else None,
             "dram_pct": k.get("dram_pct"),
             "gflops": rate / 1e9 if rate is not None else None,
             "flops_pct": 100 * rate / p.flops if rate is not None else None,
-            "intensity": intensity(k, p.precision),
+            "intensity": intensity(k, p),
             "occupancy_pct": k.get("achieved_occupancy_pct"),
             "theoretical_occupancy_pct": k.get("theoretical_occupancy_pct"),
             "l2_hit_pct": k.get("l2_hit_pct"),
+            "tensor_pct": k.get("dmma_pct"),
+            "ld_bytes_used_pct": k.ld_bytes_used_pct,
             "sectors_per_request": k.sectors_per_request,
             "top_stall": max(k.stalls, key=k.stalls.get) if k.stalls else None,
         })

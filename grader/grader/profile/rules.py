@@ -32,19 +32,44 @@ class Peaks:
         return self.flops / self.bandwidth
 
 
-def flops(k: Kernel, precision: str) -> Optional[float]:
-    return k.flops64 if precision == "fp64" else k.flops32
+ROOF_PCT = 75
+"""At or above this share of a roof (DRAM bandwidth, FP64 tensor pipe, FLOP rate), a kernel is at
+that roof: the reference kernels reach 78-92% on an H100. Advice on occupancy or stalls would not
+make it faster then, so it gets one sentence saying where it stands."""
+
+TENSOR_NOTE = "estimated from the time the FP64 tensor pipe was busy"
 
 
-def flop_rate(k: Kernel, precision: str) -> Optional[float]:
+def tensor_flops(k: Kernel, p: Peaks) -> Optional[float]:
+    """FP64 tensor-core operations, from the share of time the DMMA pipe was busy at the GPU's FP64
+    tensor peak. Counters give no FLOP count for DMMA: one instruction is 512 to 4096 FLOP by its
+    shape. Busy cycles measure it (an H100's pipe does 64 FLOP per busy cycle per sub-partition for
+    m16n8k4, m16n8k8 and m16n8k16), except m8n8k4, which keeps the pipe as busy for half the work:
+    a kernel made of it reads twice its rate."""
+    pct, t = k.get("dmma_pct"), k.seconds
+    if p.precision != "fp64" or not pct or not t:
+        return None
+    return pct / 100 * p.flops * t
+
+
+def flops(k: Kernel, p: Peaks) -> Optional[float]:
+    """FLOPs of the assignment's precision: the CUDA cores' counted ones, plus tensor-core FP64."""
+    counted = k.flops64 if p.precision == "fp64" else k.flops32
+    tensor = tensor_flops(k, p)
+    if counted is None and tensor is None:
+        return None
+    return (counted or 0.0) + (tensor or 0.0)
+
+
+def flop_rate(k: Kernel, p: Peaks) -> Optional[float]:
     """FLOP/s over the kernel's duration."""
-    f, t = flops(k, precision), k.seconds
+    f, t = flops(k, p), k.seconds
     return f / t if f is not None and t else None
 
 
-def intensity(k: Kernel, precision: str) -> Optional[float]:
+def intensity(k: Kernel, p: Peaks) -> Optional[float]:
     """FLOP per DRAM byte."""
-    f, b = flops(k, precision), k.bytes
+    f, b = flops(k, p), k.bytes
     if f is None or not b:
         return None
     return f / b
@@ -52,6 +77,22 @@ def intensity(k: Kernel, precision: str) -> Optional[float]:
 
 # ---------------------------------------------------------------------------------------------
 # The rules, most telling first.
+
+def at_roof(k: Kernel, p: Peaks) -> Optional[str]:
+    dram, tensor = k.get("dram_pct") or 0, k.get("dmma_pct") or 0
+    rate = flop_rate(k, p)
+    fpct = 100 * rate / p.flops if rate else 0
+    if dram >= ROOF_PCT and dram >= fpct:
+        return (f"{_short(k.name)} moves its bytes at {dram:.0f}% of DRAM's peak bandwidth: it is at the memory "
+                f"roof, so only moving fewer bytes (fewer passes, no re-reads) can make it faster")
+    if tensor >= ROOF_PCT:
+        return (f"{_short(k.name)} keeps the FP64 tensor cores busy {tensor:.0f}% of the time: it is at the compute "
+                f"roof, so only doing less arithmetic can make it faster")
+    if fpct >= ROOF_PCT:
+        return (f"{_short(k.name)} runs at {fpct:.0f}% of this GPU's {p.precision.upper()} peak: it is at the "
+                f"compute roof, so only doing less arithmetic can make it faster")
+    return None
+
 
 def grid_too_small(k: Kernel, p: Peaks) -> Optional[str]:
     grid = k.get("grid_size")
@@ -64,18 +105,27 @@ def grid_too_small(k: Kernel, p: Peaks) -> Optional[str]:
 
 
 def uncoalesced(k: Kernel, p: Peaks) -> Optional[str]:
-    used = k.get("ld_bytes_used_pct")
-    per_request = k.sectors_per_request
-    if used is not None:
-        if used >= 50:
-            return None
-    elif per_request is None or per_request < 16:  # 8-byte loads by a whole warp take 8 sectors
+    used = k.ld_bytes_used_pct
+    if used is None or used >= 50:
         return None
-    what = f"only {used:.0f}% of each 32-byte sector its global loads fetch is used" if used is not None \
-        else f"its global loads fetch {per_request:.1f} sectors of 32 bytes per request (a warp's 8-byte loads need 8)"
-    how = f" ({per_request:.1f} sectors per request)" if used is not None and per_request is not None else ""
-    return (f"{_short(k.name)}: {what}{how}: neighbouring threads read addresses far apart; let "
-            f"consecutive threads read consecutive elements")
+    per_request = k.sectors_per_request
+    how = f" ({per_request:.1f} sectors per request)" if per_request is not None else ""
+    return (f"{_short(k.name)}: only {used:.0f}% of each 32-byte sector its global loads fetch is used{how}: "
+            f"neighbouring threads read addresses far apart; let consecutive threads read consecutive elements")
+
+
+L1_BUSY_PCT = 60
+"""The load path inside the SM (L1's data pipe) this busy, with DRAM far from busy: the kernel's
+own re-loads, not memory, set its pace."""
+
+
+def l1_busy(k: Kernel, p: Peaks) -> Optional[str]:
+    l1, dram = k.get("l1_pct"), k.get("dram_pct")
+    if l1 is None or dram is None or l1 < L1_BUSY_PCT or dram >= 40:
+        return None
+    return (f"{_short(k.name)}: the SM's load path (L1) is {l1:.0f}% busy while DRAM runs at {dram:.0f}%: it "
+            f"loads the same values again for every use; load each once into registers or shared memory and "
+            f"reuse it from there (tiling)")
 
 
 _LIMITS = {"limit_registers": "registers", "limit_shared_mem": "shared memory",
@@ -104,16 +154,20 @@ def occupancy(k: Kernel, p: Peaks) -> Optional[str]:
 
 
 def bound(k: Kernel, p: Peaks) -> Optional[str]:
-    ai = intensity(k, p.precision)
+    ai = intensity(k, p)
     dram = k.get("dram_pct")
     if ai is None or dram is None:
         return None
     if ai < p.ridge:
-        return (f"{_short(k.name)} is memory-bound ({ai:.2g} FLOP per DRAM byte, under this GPU's ridge "
+        if l1_busy(k, p):
+            return None  # DRAM is idle because L1 is the bottleneck: l1_busy says what to do
+        per_byte = f"{ai:.2g} FLOP per DRAM byte" if ai >= 0.01 else \
+            f"almost no {p.precision.upper()} arithmetic per DRAM byte"
+        return (f"{_short(k.name)} is memory-bound ({per_byte}, under this GPU's ridge "
                 f"point of {p.ridge:.2g}): DRAM runs at {dram:.0f}% of its bandwidth"
                 + (", so the bytes, not the arithmetic, set its time" if dram >= 60 else
                    ", far below what it can do: more bytes in flight (more threads, wider loads) would help"))
-    rate = flop_rate(k, p.precision)
+    rate = flop_rate(k, p)
     if rate is None:
         return None
     pct = 100 * rate / p.flops
@@ -146,26 +200,34 @@ def stalls(k: Kernel, p: Peaks) -> Optional[str]:
     return f"{_short(k.name)}: its warps wait mostly {_STALLS[top]} ({100 * known[top] / total:.0f}% of stalls)"
 
 
-RULES = (grid_too_small, uncoalesced, occupancy, bound, stalls)
+RULES = (grid_too_small, uncoalesced, l1_busy, occupancy, bound, stalls)
 
 
 def hints(kernels: list, p: Peaks) -> list:
     """At most MAX_HINTS sentences, from the kernels that take at least a fifth of the time (the
-    longest first), most telling rule first."""
+    longest first), most telling rule first. A kernel at a roof gets that sentence alone."""
     total = sum(k.get("duration_ns") or 0 for k in kernels)
     main = sorted((k for k in kernels if total and (k.get("duration_ns") or 0) >= 0.2 * total),
                   key=lambda k: -(k.get("duration_ns") or 0)) or kernels[:1]
-    out = []
+    roofs = {id(k): at_roof(k, p) for k in main}
+    out = [s + "." for s in roofs.values() if s]
     for rule in RULES:
         for k in main:
-            s = rule(k, p)
-            if s and len(out) < MAX_HINTS:
+            s = None if roofs[id(k)] else rule(k, p)
+            if s:
                 out.append(s + ".")
-    return out
+    return out[:MAX_HINTS]
 
 
 def _short(name: str) -> str:
-    """A kernel's name without its template arguments and parameters."""
-    cut = min((i for i in (name.find("("), name.find("<")) if i > 0), default=len(name))
-    base = name[:cut].strip()
-    return base.split()[-1] if base else name
+    """A kernel's name without its return type, namespaces, template arguments and parameters:
+    "void <unnamed>::sweep_kernel<0>(int, ...)" is sweep_kernel."""
+    head = name.split("(")[0]
+    depth, plain = 0, []
+    for ch in head:
+        depth += ch == "<"
+        if depth == 0:
+            plain.append(ch)
+        depth -= ch == ">" and depth > 0
+    words = "".join(plain).split()
+    return words[-1].split("::")[-1] if words else name

@@ -9,7 +9,7 @@ from typing import Optional
 
 from .. import protocol, sandbox
 from ..gpu import peak
-from ..results import GpuInfo
+from ..results import GpuInfo, Performance
 from ..tasks import Task
 from . import ncu as ncu_mod
 from .roofline import svg
@@ -29,9 +29,11 @@ def peaks(task: Task, gpu: GpuInfo) -> Peaks:
     return Peaks(flops=flops * 1e9, bandwidth=bandwidth * 1e9, sms=gpu.sm_count, precision=precision)
 
 
-def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None) -> dict:
+def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None,
+            perf: Optional[Performance] = None) -> dict:
     """The record's "profile": {"case", "kernels", "hints", "roofline_svg"}, or {"note"} saying in one
-    line why there is none (no ncu, counters closed to this user, a failed run)."""
+    line why there is none (no ncu, counters closed to this user, a failed run). `perf`, the graded
+    case's performance, puts the library route on the roofline."""
     exe = ncu_mod.find_ncu()
     if exe is None:
         return {"note": "not profiled: Nsight Compute (ncu) is not installed; it comes with the CUDA Toolkit"}
@@ -53,12 +55,28 @@ def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None) 
     read = sandbox.run(ncu_mod.import_command(exe, report), work, work / "profile.csv", timeout=120, view="profile",
                        read_only=(runner,))
     text = sandbox.tail(work / "profile.csv", CSV_LIMIT)
-    kernels = ncu_mod.parse_raw_csv(text) if read.returncode == 0 else []
+    launched = ncu_mod.parse_raw_csv(text) if read.returncode == 0 else []
+    kernels = ncu_mod.merge(launched)
     if not kernels:
         return {"note": "not profiled: the profile holds no kernel of the submission (it launched none?)"}
     p = peaks(task, gpu)
     rows = table(kernels, p)
     points = [(r["kernel"][:40], "submission", r["intensity"], r["gflops"] * 1e9 if r["gflops"] else None)
               for r in rows]
+    points += library_point(task, perf)
     title = f"{task.name}, {g.describe()}, on {gpu.name}"
-    return {"case": g.id, "kernels": rows, "hints": hints(kernels, p), "roofline_svg": svg(title, p, points)}
+    return {"case": g.id, "launches": len(launched), "kernels": rows, "hints": hints(kernels, p),
+            "roofline_svg": svg(title, p, points)}
+
+
+def library_point(task: Task, perf: Optional[Performance]) -> list:
+    """The library route on the roofline, for a FLOP-rated task that counts its bytes: its measured
+    rate at the task's intensity (FLOP per byte that must move), as it is not profiled itself."""
+    if perf is None or not perf.baseline_rate or task.peak_kind not in ("fp64", "fp32"):
+        return []
+    need = task.bytes(perf.params)
+    if not need:
+        return []
+    per = float(task.data["metric"].get("per", 1.0))
+    flops = task.work(perf.params) * per
+    return [(f"{perf.baseline_name} (at the bytes that must move)", "library", flops / need, perf.baseline_rate * per)]
