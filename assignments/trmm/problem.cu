@@ -5,7 +5,8 @@
 // Row i reads rows k >= i, which are not yet updated, so B_new = (I + triu(A)) * B_old.
 //
 // Checker side: trmm_cpu (the loop, reordered i-k-j so the inner loop streams rows; each element
-// still sums its k terms in increasing order) for small n, cublasDtrmm on I + triu(A) for large n.
+// still sums its k terms in increasing order) for small n, cublasDtrmm on I + triu(A) for large n
+// (route 0 below).
 // Napkin math for the CPU loop: n^3/2 multiply-adds, ~0.5 s at n = 1025 on one core.
 #include "kit.cuh"
 #include "cpu_reference.h"
@@ -57,23 +58,50 @@ struct Trmm final : kit::Problem {
         trmm_cpu((int)c.get("n"), h.f64("A"), h.f64("B"));
     }
 
-    // Row-major U seen column-major is U^T (lower), and row-major B is B^T, so
-    // B_new^T = B^T * U^T is a right-side, lower, non-transposed DTRMM, written back into B.
-    // The copy of A and the diagonal (one pass over A, ~3% of the DTRMM's time) are counted.
-    void reference_library(const kit::Case& c, kit::Arrays& d, size_t) const override {
+    // cuBLAS is column-major: it sees row-major A as A^T (lower) and row-major B as B^T, so the
+    // update is B_new^T = B^T * U^T, a right-side DTRMM with a lower matrix. On an H100 at n = 4096
+    // that call runs at ~40 TFLOP/s out of place and ~30 in place, while the left-side, upper call
+    // on the same bytes runs at ~54. Three routes give the student's in-place result:
+    //   0 (the baseline and the truth): transpose A and B with cublasDgeam, left-side DTRMM out of
+    //     place, transpose the result back into B: three extra passes over n^2 doubles (~0.1 ms
+    //     each) buy the fast kernel, ~42 TFLOP/s in all;
+    //   1: the right-side call out of place into a scratch buffer, then copied back into B;
+    //   2: the right-side call in place (B as both input and output).
+    // Each builds U = I + triu(A) in a scratch buffer (one pass over A, ~5% of the time), counted.
+    void reference_library(const kit::Case& c, kit::Arrays& d, size_t route) const override {
         int n = (int)c.get("n");
-        size_t bytes = (size_t)n * n * sizeof(double);
-        double* U = kit::scratch((size_t)n * n);
-        CUDA_CHECK(cudaMemcpyAsync(U, d.f64("A"), bytes, cudaMemcpyDeviceToDevice));
+        size_t count = (size_t)n * n, bytes = count * sizeof(double);
+        const double one = 1.0, zero = 0.0;
+        double* A = d.f64("A");
+        double* B = d.f64("B");
+        double* U = kit::scratch(count);
+        if (route == 0) {
+            double* Bt = kit::scratch(count, 1);
+            double* Ct = kit::scratch(count, 2);
+            kit::cublas_check(cublasDgeam(kit::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, &one, A, n, &zero, A, n,
+                                          U, n), "cublasDgeam");
+            add_identity<<<(n + 255) / 256, 256>>>(U, n);
+            CUDA_CHECK(cudaGetLastError());
+            kit::cublas_check(cublasDgeam(kit::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, &one, B, n, &zero, B, n,
+                                          Bt, n), "cublasDgeam");
+            kit::cublas_check(cublasDtrmm(kit::cublas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                          CUBLAS_DIAG_NON_UNIT, n, n, &one, U, n, Bt, n, Ct, n), "cublasDtrmm");
+            kit::cublas_check(cublasDgeam(kit::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, &one, Ct, n, &zero, Ct, n,
+                                          B, n), "cublasDgeam");
+            return;
+        }
+        CUDA_CHECK(cudaMemcpyAsync(U, A, bytes, cudaMemcpyDeviceToDevice));
         add_identity<<<(n + 255) / 256, 256>>>(U, n);
         CUDA_CHECK(cudaGetLastError());
-        const double one = 1.0;
-        double* B = d.f64("B");
+        double* C = route == 1 ? kit::scratch(count, 1) : B;
         kit::cublas_check(cublasDtrmm(kit::cublas(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-                                      CUBLAS_DIAG_NON_UNIT, n, n, &one, U, n, B, n, B, n),
+                                      CUBLAS_DIAG_NON_UNIT, n, n, &one, U, n, B, n, C, n),
                           "cublasDtrmm");
+        if (C != B) CUDA_CHECK(cudaMemcpyAsync(B, C, bytes, cudaMemcpyDeviceToDevice));
     }
-    std::vector<std::string> libraries() const override { return {"cublasDtrmm"}; }
+    std::vector<std::string> libraries() const override {
+        return {"cublasDtrmm via transposes", "cublasDtrmm out of place + copy", "cublasDtrmm in place"};
+    }
 #endif
 };
 
