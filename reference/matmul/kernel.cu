@@ -111,16 +111,23 @@ v1 design (DFMA, any GPU; ~19 TFLOP/s on H100):
 #include <cstdint>
 #include "cuda_check.cuh"
 
-// cp.async (LDGSTS) is sm_80 and newer. Below that the helpers copy synchronously (load,
-// then store; commit and wait do nothing), which keeps v1 correct there: every stage is read
-// only after the barrier that follows its copy, and rewritten only after the barrier that
-// follows its last read.
+// gemm-engine: begin (kept identical in reference/matmul, reference/syr2k and reference/trmm by grader/tests/test_reference_copies.py)
+// The FP64 GEMM primitives: global -> shared copies (cp.async) and FP64 tensor-core MMAs
+// (mma.sync f64). A reference is one file compiled on its own, as a submission is, so each
+// carries this block rather than including it.
+
+// cp.async (LDGSTS) is sm_80 and newer. Below that the copy helpers copy synchronously (load,
+// then store; commit and wait do nothing), which the barriers of a cp.async ring order just as
+// well: every stage is read only after the barrier that follows its copy, and rewritten only
+// after the barrier that follows its last read. The copy then stalls its thread instead of
+// overlapping the math.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define KIT_SYNC_COPY 1
 #endif
 
-// 8-byte global -> shared async copy. src_bytes = 0 writes zeros and reads nothing, which is
-// how the elements outside the matrix get in.
+// 8-byte global -> shared copy. src_bytes = 0 writes zeros and reads nothing, which is how the
+// masked elements (past the edge of a matrix, or on the zero side of a triangle) get in: every
+// load stays in bounds and the loaders have no branches. (.ca: .cg takes 16-byte copies only.)
 __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool valid) {
 #ifdef KIT_SYNC_COPY
     *static_cast<double*>(smem) = valid ? *static_cast<const double*>(gmem) : 0.0;
@@ -133,7 +140,8 @@ __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool va
 #endif
 }
 
-// 16-byte version (both addresses 16-byte aligned). .cg: skip L1, the tile is used once.
+// 16-byte version (both addresses 16-byte aligned), zero-filled the same way when !valid.
+// .cg: skip L1, the tile is used once.
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
 #ifdef KIT_SYNC_COPY
     *static_cast<double2*>(smem) =
@@ -160,6 +168,54 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
+
+// The MMA wrappers exist only where FP64 mma.sync does (sm_80 and newer; the m16n8k8 shape
+// sm_90 and newer), so kernels call them only from code compiled for those. In each, lane
+// (g, t) = (lane / 4, lane % 4) of the warp holds the elements named.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// D (8 x 8) += A (8 x 4, row) * B (4 x 8, col): a = A[g][t], b = B[t][g],
+// d = {D[g][2t], D[g][2t + 1]}.
+__device__ __forceinline__ void dmma_8x8x4(double (&d)[2], double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a), "d"(b));
+}
+
+// D (16 x 8) += A (16 x 4, row) * B (4 x 8, col): a0 = A[g][t], a1 = A[g + 8][t],
+// b = B[t][g], d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]. sm_90 has this shape in
+// one instruction; on sm_80 it is the two m8n8k4 (rows 0-7 and rows 8-15) that it is made of.
+__device__ __forceinline__ void dmma_16x8x4(double (&d)[4], double a0, double a1, double b) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile(
+        "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};\n"
+        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+        : "d"(a0), "d"(a1), "d"(b));
+#else
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a0), "d"(b));
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[2]), "+d"(d[3])
+                 : "d"(a1), "d"(b));
+#endif
+}
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// D (16 x 8) += A (16 x 8, row) * B (8 x 8, col):
+// a = {A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]}, b = {B[t][g], B[t+4][g]},
+// d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}: d_hi is rows 0-7, d_lo rows 8-15.
+__device__ __forceinline__ void dmma_16x8x8(double (&d_hi)[2], double (&d_lo)[2], double2 a01,
+                                            double2 a23, double2 b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+d"(d_hi[0]), "+d"(d_hi[1]), "+d"(d_lo[0]), "+d"(d_lo[1])
+        : "d"(a01.x), "d"(a01.y), "d"(a23.x), "d"(a23.y), "d"(b.x), "d"(b.y));
+}
+#endif
+// gemm-engine: end
 
 // Grouped block order: consecutive block ids walk down group_m row blocks, then move one
 // column block right. The last group may have fewer row blocks.
@@ -208,27 +264,6 @@ static_assert(NTHREADS % (BK / 2) == 0 && BM % (NTHREADS / (BK / 2)) == 0, "A lo
 static_assert(NTHREADS % BK == 0 && BM % (NTHREADS / BK) == 0, "A loader, 8 B");
 static_assert(NTHREADS % (BN / 2) == 0 && BK % (NTHREADS / (BN / 2)) == 0, "B loader, 16 B");
 static_assert(NTHREADS % BN == 0 && BK % (NTHREADS / BN) == 0, "B loader, 8 B");
-
-// D (16 x 8) += A (16 x 4, row) * B (4 x 8, col). Lane (g, t) = (lane / 4, lane % 4) holds
-// a0 = A[g][t], a1 = A[g + 8][t], b = B[t][g], d = D[g][2t], D[g][2t+1], D[g+8][2t],
-// D[g+8][2t+1]. sm_90 has this shape in one instruction; on sm_80 it is the two m8n8k4
-// (rows 0-7 and rows 8-15) that it is made of.
-__device__ __forceinline__ void dmma_16x8x4(double (&d)[4], double a0, double a1, double b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%0,%1,%2,%3};\n"
-        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-        : "d"(a0), "d"(a1), "d"(b));
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+d"(d[0]), "+d"(d[1])
-                 : "d"(a0), "d"(b));
-    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+d"(d[2]), "+d"(d[3])
-                 : "d"(a1), "d"(b));
-#endif
-}
 
 // One block: C rows [i0, i0 + BM), columns [j0, j0 + BN).
 // A_VEC: 16-byte copies of A (k even, A 16-byte aligned), else 8-byte.

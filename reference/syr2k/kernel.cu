@@ -113,26 +113,52 @@ v1 design (DFMA, any GPU; 16,816 GFLOPS on an H100):
 #include <cstdint>
 #include "cuda_check.cuh"
 
-// Global -> shared copies. cp.async (LDGSTS) exists from sm_80 on; a build for older GPUs
-// gets plain loads and stores instead, which the barriers of the ring order just as well
-// (the copy then stalls its thread instead of overlapping the math).
+// gemm-engine: begin (kept identical in reference/matmul, reference/syr2k and reference/trmm by grader/tests/test_reference_copies.py)
+// The FP64 GEMM primitives: global -> shared copies (cp.async) and FP64 tensor-core MMAs
+// (mma.sync f64). A reference is one file compiled on its own, as a submission is, so each
+// carries this block rather than including it.
 
-// 8-byte copy. src_bytes = 0 writes zeros and reads nothing, which is how the masked
-// elements (rows >= n, k >= n^2) get in.
+// cp.async (LDGSTS) is sm_80 and newer. Below that the copy helpers copy synchronously (load,
+// then store; commit and wait do nothing), which the barriers of a cp.async ring order just as
+// well: every stage is read only after the barrier that follows its copy, and rewritten only
+// after the barrier that follows its last read. The copy then stalls its thread instead of
+// overlapping the math.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define KIT_SYNC_COPY 1
+#endif
+
+// 8-byte global -> shared copy. src_bytes = 0 writes zeros and reads nothing, which is how the
+// masked elements (past the edge of a matrix, or on the zero side of a triangle) get in: every
+// load stays in bounds and the loaders have no branches. (.ca: .cg takes 16-byte copies only.)
 __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifdef KIT_SYNC_COPY
+    *static_cast<double*>(smem) = valid ? *static_cast<const double*>(gmem) : 0.0;
+#else
     const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     const int src_bytes = valid ? 8 : 0;
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(saddr), "l"(gmem),
                  "r"(src_bytes)
                  : "memory");
+#endif
+}
+
+// 16-byte version (both addresses 16-byte aligned), zero-filled the same way when !valid.
+// .cg: skip L1, the tile is used once.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+#ifdef KIT_SYNC_COPY
+    *static_cast<double2*>(smem) =
+        valid ? *static_cast<const double2*>(gmem) : make_double2(0.0, 0.0);
 #else
-    *static_cast<double*>(smem) = valid ? *static_cast<const double*>(gmem) : 0.0;
+    const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
 #endif
 }
 
 __device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifndef KIT_SYNC_COPY
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
@@ -140,10 +166,58 @@ __device__ __forceinline__ void cp_async_commit() {
 // Wait until at most N of this thread's committed groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifndef KIT_SYNC_COPY
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
+
+// The MMA wrappers exist only where FP64 mma.sync does (sm_80 and newer; the m16n8k8 shape
+// sm_90 and newer), so kernels call them only from code compiled for those. In each, lane
+// (g, t) = (lane / 4, lane % 4) of the warp holds the elements named.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// D (8 x 8) += A (8 x 4, row) * B (4 x 8, col): a = A[g][t], b = B[t][g],
+// d = {D[g][2t], D[g][2t + 1]}.
+__device__ __forceinline__ void dmma_8x8x4(double (&d)[2], double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a), "d"(b));
+}
+
+// D (16 x 8) += A (16 x 4, row) * B (4 x 8, col): a0 = A[g][t], a1 = A[g + 8][t],
+// b = B[t][g], d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]. sm_90 has this shape in
+// one instruction; on sm_80 it is the two m8n8k4 (rows 0-7 and rows 8-15) that it is made of.
+__device__ __forceinline__ void dmma_16x8x4(double (&d)[4], double a0, double a1, double b) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile(
+        "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};\n"
+        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+        : "d"(a0), "d"(a1), "d"(b));
+#else
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a0), "d"(b));
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[2]), "+d"(d[3])
+                 : "d"(a1), "d"(b));
+#endif
+}
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// D (16 x 8) += A (16 x 8, row) * B (8 x 8, col):
+// a = {A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]}, b = {B[t][g], B[t+4][g]},
+// d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}: d_hi is rows 0-7, d_lo rows 8-15.
+__device__ __forceinline__ void dmma_16x8x8(double (&d_hi)[2], double (&d_lo)[2], double2 a01,
+                                            double2 a23, double2 b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+d"(d_hi[0]), "+d"(d_hi[1]), "+d"(d_lo[0]), "+d"(d_lo[1])
+        : "d"(a01.x), "d"(a01.y), "d"(a23.x), "d"(a23.y), "d"(b.x), "d"(b.y));
+}
+#endif
+// gemm-engine: end
 
 // The work of block `bid`: its bm x bn tile of G (origin i0, j0) and its share of the k-tiles of
 // K = n^2 in steps of bk. Blocks are numbered split-major, so consecutive blocks share a K chunk
@@ -220,40 +294,6 @@ __device__ __forceinline__ int a_pos(int r, int k) {
 __device__ __forceinline__ int b_pos(int r, int k) {
     return r * BK + ((((k >> 1) ^ ((r & 1) << 2))) << 1) + (k & 1);
 }
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-// 16-byte global -> shared copy (both addresses 16-byte aligned), zero-filled when !valid.
-// .cg: skip L1, the tile is used once.
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-    const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-// D (8 x 8) += A (8 x 4, row) * B (4 x 8, col). Lane (g, t) = (lane / 4, lane % 4) holds
-// a = A[g][t], b = B[t][g], d = {D[g][2t], D[g][2t + 1]}.
-__device__ __forceinline__ void dmma_8x8x4(double (&d)[2], double a, double b) {
-    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+d"(d[0]), "+d"(d[1])
-                 : "d"(a), "d"(b));
-}
-#endif
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// D (16 x 8) += A (16 x 8, row) * B (8 x 8, col), sm_90 and newer. Lane (g, t) holds
-// a = {A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]}, b = {B[t][g], B[t+4][g]},
-// d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}: d_hi is rows 0-7, d_lo rows 8-15.
-__device__ __forceinline__ void dmma_16x8x8(double (&d_hi)[2], double (&d_lo)[2], double2 a01,
-                                            double2 a23, double2 b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+d"(d_hi[0]), "+d"(d_hi[1]), "+d"(d_lo[0]), "+d"(d_lo[1])
-        : "d"(a01.x), "d"(a01.y), "d"(a23.x), "d"(a23.y), "d"(b.x), "d"(b.y));
-}
-#endif
 
 // One block: rows [i0, i0 + BM) and columns [j0, j0 + BN) of G = A B^T, over the k-tiles of
 // split `blockIdx.x / tiles`; the result is folded into the strict upper triangle of C.
