@@ -72,27 +72,26 @@ struct Trmm final : kit::Problem {
         int n = (int)c.get("n");
         size_t count = (size_t)n * n, bytes = count * sizeof(double);
         const double one = 1.0, zero = 0.0;
+        auto transpose = [&](const double* from, double* to) {
+            kit::cublas_check(cublasDgeam(kit::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, &one, from, n, &zero, from,
+                                          n, to, n), "cublasDgeam");
+        };
         double* A = d.f64("A");
         double* B = d.f64("B");
         double* U = kit::scratch(count);
+        if (route == 0) transpose(A, U);  // upper, as cuBLAS sees it
+        else CUDA_CHECK(cudaMemcpyAsync(U, A, bytes, cudaMemcpyDeviceToDevice));
+        add_identity<<<(n + 255) / 256, 256>>>(U, n);
+        CUDA_CHECK(cudaGetLastError());
         if (route == 0) {
             double* Bt = kit::scratch(count, 1);
             double* Ct = kit::scratch(count, 2);
-            kit::cublas_check(cublasDgeam(kit::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, &one, A, n, &zero, A, n,
-                                          U, n), "cublasDgeam");
-            add_identity<<<(n + 255) / 256, 256>>>(U, n);
-            CUDA_CHECK(cudaGetLastError());
-            kit::cublas_check(cublasDgeam(kit::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, &one, B, n, &zero, B, n,
-                                          Bt, n), "cublasDgeam");
+            transpose(B, Bt);
             kit::cublas_check(cublasDtrmm(kit::cublas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
                                           CUBLAS_DIAG_NON_UNIT, n, n, &one, U, n, Bt, n, Ct, n), "cublasDtrmm");
-            kit::cublas_check(cublasDgeam(kit::cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n, n, &one, Ct, n, &zero, Ct, n,
-                                          B, n), "cublasDgeam");
+            transpose(Ct, B);
             return;
         }
-        CUDA_CHECK(cudaMemcpyAsync(U, A, bytes, cudaMemcpyDeviceToDevice));
-        add_identity<<<(n + 255) / 256, 256>>>(U, n);
-        CUDA_CHECK(cudaGetLastError());
         double* C = route == 1 ? kit::scratch(count, 1) : B;
         kit::cublas_check(cublasDtrmm(kit::cublas(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
                                       CUBLAS_DIAG_NON_UNIT, n, n, &one, U, n, B, n, C, n),

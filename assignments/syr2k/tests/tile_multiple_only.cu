@@ -1,5 +1,5 @@
 // expect: incorrect
-// The inner loop only takes whole 32-wide pieces of the n^2-long sum, so the last n^2 % 32 products are dropped (all of them at n = 2) and only n that are multiples of 8 come out right.
+// The inner loop only takes whole 32-wide pieces of the n^2-long sum, so the last n^2 % 32 products are dropped (all of them at n = 2) and only n that are multiples of 8 come out right. tiled_split_k.cu is this kernel without the flaw.
 #include "cuda_check.cuh"
 
 #define TILE 32      // C tile is TILE x TILE; the inner index is staged TILE at a time

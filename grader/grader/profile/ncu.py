@@ -69,6 +69,9 @@ def import_command(ncu: str, report: Path) -> list:
 # ---------------------------------------------------------------------------------------------
 # The CSV.
 
+_OPS = ("dfma", "dadd", "dmul", "ffma", "fadd", "fmul")
+"""The floating-point instructions a FLOP count is made of."""
+
 _NAMES = {
     "duration_ns": ("gpu__time_duration.sum",),
     "dram_bytes": ("dram__bytes.sum",),
@@ -79,20 +82,10 @@ _NAMES = {
     "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
     "l1_pct": ("l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed",),
     "dmma_pct": ("sm__pipe_tensor_op_dmma_cycles_active.avg.pct_of_peak_sustained_elapsed",),
-    # Instruction counts where a version reports them; the roofline section reports rates per
-    # elapsed cycle instead, which Kernel.count turns back into counts.
-    "dfma": ("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",),
-    "dadd": ("smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",),
-    "dmul": ("smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",),
-    "ffma": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",),
-    "fadd": ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",),
-    "fmul": ("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",),
-    "dfma_per_cycle": ("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed",),
-    "dadd_per_cycle": ("smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed",),
-    "dmul_per_cycle": ("smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed",),
-    "ffma_per_cycle": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",),
-    "fadd_per_cycle": ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",),
-    "fmul_per_cycle": ("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed",),
+    # Instruction counts where a version reports them, and their rates per elapsed cycle, which
+    # the roofline section reports instead and Kernel.count turns back into counts.
+    **{op: (f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum",) for op in _OPS},
+    **{f"{op}_per_cycle": (f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed",) for op in _OPS},
     "cycles_per_second": ("smsp__cycles_elapsed.avg.per_second",),
     "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
     "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
@@ -226,7 +219,7 @@ def parse_raw_csv(text: str) -> list:
     return kernels
 
 
-_SUMMED = ("duration_ns", "dram_bytes", "dram_read", "dram_write", "dfma", "dadd", "dmul", "ffma", "fadd", "fmul",
+_SUMMED = ("duration_ns", "dram_bytes", "dram_read", "dram_write", *_OPS,
            "ld_instructions", "ld_sectors", "ld_requests")
 """Quantities that add up over launches; the others (percentages, rates, launch settings) are
 averaged, weighted by each launch's time."""
@@ -243,9 +236,9 @@ def merge(kernels: list) -> list:
         if len(ks) == 1:
             out.append(ks[0])
             continue
-        weight = [k.get("duration_ns") or 0.0 for k in ks]
-        total = sum(weight) or float(len(ks))
-        weight = [w / total if sum(weight) else 1.0 / len(ks) for w in weight]
+        times = [k.get("duration_ns") or 0.0 for k in ks]
+        total = sum(times)
+        weight = [t / total for t in times] if total else [1.0 / len(ks)] * len(ks)
         m = Kernel(name, launches=sum(k.launches for k in ks))
         for key in {key for k in ks for key in k.values}:
             have = [(w, k.get(key)) for w, k in zip(weight, ks) if k.get(key) is not None]

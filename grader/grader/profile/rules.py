@@ -37,9 +37,6 @@ ROOF_PCT = 75
 that roof: the reference kernels reach 78-92% on an H100. Advice on occupancy or stalls would not
 make it faster then, so it gets one sentence saying where it stands."""
 
-TENSOR_NOTE = "estimated from the time the FP64 tensor pipe was busy"
-
-
 def tensor_flops(k: Kernel, p: Peaks) -> Optional[float]:
     """FP64 tensor-core operations, from the share of time the DMMA pipe was busy at the GPU's FP64
     tensor peak. Counters give no FLOP count for DMMA: one instruction is 512 to 4096 FLOP by its
