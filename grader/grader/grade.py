@@ -141,7 +141,7 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
     result.stage_seconds["performance"] = time.monotonic() - t0
     if opts.profile and result.performance:
         t0 = time.monotonic()
-        result.profile = profile_run.profile(task, work, gpu, opts.gpus, result.performance[0])
+        result.profile = profile_run.profile(task, work, gpu, opts.gpus, result.performance)
         result.stage_seconds["profile"] = time.monotonic() - t0
     return result
 

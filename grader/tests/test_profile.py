@@ -192,7 +192,7 @@ def recorded(name: str) -> list:
 
 
 def test_the_recorded_naive_kernels_are_told_they_re_load_through_l1_and_not_that_they_are_uncoalesced():
-    for name, kernel_name, l1 in (("trmm-naive", "trmm_kernel", 73), ("matmul-naive", "matmul_kernel", 92),
+    for name, kernel_name, l1 in (("trmm-naive", "trmm_kernel", 73), ("matmul-naive", "matmul_kernel", 93),
                                   ("syr2k-tiled", "syr2k_kernel", 90)):
         said = hints(recorded(name), H100)
         assert said[0].startswith(f"{kernel_name}: the SM's load path (L1) is {l1}% busy while DRAM runs at"), said
@@ -220,8 +220,8 @@ def test_a_recorded_kernel_below_the_memory_roof_is_told_how_busy_dram_is():
     assert said[0].startswith("convolution_1D_basic_kernel is memory-bound (almost no FP64 arithmetic per DRAM byte")
     assert "DRAM runs at 47% of its bandwidth, far below what it can do" in said[0]
     said = hints(recorded("reduce-unrolled"), H100)
-    assert "DRAM runs at 61% of its bandwidth, so the bytes" in said[0]
-    assert said[1] == "block_sums: its warps wait mostly at __syncthreads() for the rest of their block (52% of stalls)."
+    assert "DRAM runs at 62% of its bandwidth, so the bytes" in said[0]
+    assert said[1] == "block_sums: its warps wait mostly at __syncthreads() for the rest of their block (53% of stalls)."
 
 
 def test_the_launches_of_one_kernel_are_one_line_with_their_times_summed():
@@ -236,7 +236,7 @@ def test_the_launches_of_one_kernel_are_one_line_with_their_times_summed():
 def test_the_recorded_tensor_core_matmul_sits_near_the_fp64_roof_on_the_roofline():
     [k] = recorded("matmul-reference")
     [row] = table([k], H100)
-    assert row["tensor_pct"] == pytest.approx(85.36) and row["flops_pct"] == pytest.approx(85.36)
+    assert row["tensor_pct"] == pytest.approx(85.19) and row["flops_pct"] == pytest.approx(85.19)
     assert row["intensity"] > H100.ridge and row["ld_bytes_used_pct"] is None  # cp.async: no plain loads
 
 
@@ -325,6 +325,24 @@ def test_a_profiled_batch_record_holds_the_kernels_the_hints_and_a_roofline_besi
     assert rec["score"] == 100  # the profile is never part of the score
     report = (out / "reports" / "alice.md").read_text()
     assert "runs 1 block of 256 threads" in report and "](../records/alice/trmm-roofline.svg)" in report
+
+
+def test_the_profile_is_of_the_graded_case_the_submission_trails_its_library_by_most():
+    from grader import tasks
+    from grader.profile.run import furthest_behind
+    from grader.results import Performance, Timing
+    jacobi = tasks.load("jacobi")
+    fixed, converging = (g.case.id for g in jacobi.graded)
+
+    def timed(case_id, rate, baseline):
+        return Performance(case_id, {}, "MLUPS", Timing([1.0], 0), rate, None, "plain kernel", baseline)
+    # the atomic-norm kernel on an H100: 0.93x at fixed sweeps, 0.01x where it must converge
+    case, perf = furthest_behind(jacobi, [timed(fixed, 111416, 119785), timed(converging, 568, 87279)])
+    assert case.id == converging and perf.rate == 568
+    case, _ = furthest_behind(jacobi, [timed(fixed, 60000, 119785), timed(converging, 80000, 87279)])
+    assert case.id == fixed
+    case, perf = furthest_behind(jacobi, [])
+    assert case.id == fixed and perf is None
 
 
 def test_counters_closed_to_this_user_give_one_line_on_how_to_open_them_and_the_grading_goes_on(

@@ -1,4 +1,5 @@
-"""The profile of a graded submission: one call of its first graded case, the runner alone under
+"""The profile of a graded submission: one call of the graded case it trails its library by most
+(where there is most to learn), the runner alone under
 Nsight Compute (in the jail, as every run of student code in a batch), after the grading. The
 report is read back by ncu in the jail too, and only its CSV text reaches the grader, which parses
 it. Nothing here takes part in the grade."""
@@ -29,16 +30,26 @@ def peaks(task: Task, gpu: GpuInfo) -> Peaks:
     return Peaks(flops=flops * 1e9, bandwidth=bandwidth * 1e9, sms=gpu.sm_count, precision=precision)
 
 
+def furthest_behind(task: Task, performance: list) -> tuple:
+    """The graded case whose rate is the smallest fraction of its library route's, and its
+    Performance: a kernel fast at a fixed sweep count but slow where it must converge is profiled
+    where it is slow. The first graded case where no ratio is known."""
+    timed = [(p.rate / p.baseline_rate, i) for i, p in enumerate(performance[:len(task.graded)])
+             if p.baseline_rate]
+    i = min(timed)[1] if timed else 0
+    return task.graded[i].case, (performance[i] if i < len(performance) else None)
+
+
 def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None,
-            perf: Optional[Performance] = None) -> dict:
+            performance: Optional[list] = None) -> dict:
     """The record's "profile": {"case", "kernels", "hints", "roofline_svg"}, or {"note"} saying in one
-    line why there is none (no ncu, counters closed to this user, a failed run). `perf`, the graded
-    case's performance, puts the library route on the roofline."""
+    line why there is none (no ncu, counters closed to this user, a failed run). `performance`, the
+    graded cases' timings, picks the case and puts the library route on the roofline."""
     exe = ncu_mod.find_ncu()
     if exe is None:
         return {"note": "not profiled: Nsight Compute (ncu) is not installed; it comes with the CUDA Toolkit"}
     exe = str(Path(exe).resolve())
-    g = task.graded[0].case
+    g, perf = furthest_behind(task, performance or [])
     plan = protocol.write_alone_plan(work / "profile.plan", g, salt=3, reference=g.reference)
     report = work / "profile.ncu-rep"
     runner = work / "runner"
