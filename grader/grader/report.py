@@ -116,7 +116,9 @@ def profile_lines(prof: dict) -> list:
         return []
     if "note" in prof:
         return ["", f"   Profile: {prof['note']}"]
-    first = f", its first {LAUNCHES} kernel launches" if prof.get("launches", 0) >= LAUNCHES else ""
+    limit = prof.get("launch_limit", LAUNCHES)
+    first = "" if prof.get("launches", 0) < limit else \
+        (f", its first {limit} kernel launches" if limit > 1 else ", its first kernel launch")
     out = ["", f"   Profile (Nsight Compute, one call of {prof.get('case')}{first}; not part of the score):"]
     num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     for k in prof.get("kernels", []):

@@ -224,6 +224,20 @@ def test_a_recorded_kernel_below_the_memory_roof_is_told_how_busy_dram_is():
     assert said[1] == "block_sums: its warps wait mostly at __syncthreads() for the rest of their block (53% of stalls)."
 
 
+def test_a_recorded_norm_summed_with_one_atomic_per_point_is_told_to_sum_per_block_not_to_move_more_bytes():
+    said = hints(recorded("jacobi-atomic-norm-converge"), H100)
+    assert said[0].startswith("sweep_kernel: its 133 million atomic updates pile onto one address (one L2 slice's "
+                              "atomic unit is 33% busy, the average 0.4%)"), said
+    assert "then make one atomic update per block" in said[0]
+    assert not any("memory-bound" in s or "bytes in flight" in s for s in said), said
+
+
+def test_one_atomic_per_block_is_not_taken_for_atomics_piling_onto_one_address():
+    [k] = recorded("reduce-unrolled")  # one atomicAdd per block of 256: its slice is as hot (29%)
+    k.values["dram_pct"] = 5.0         # even with DRAM idle
+    assert rules.atomics_on_one_address(k, H100) is None
+
+
 def test_the_launches_of_one_kernel_are_one_line_with_their_times_summed():
     launched = parse_raw_csv((RECORDED / "jacobi-atomic-norm.csv").read_text())
     [k] = merge(launched)
@@ -372,6 +386,19 @@ def test_the_terminal_report_shows_the_kernels_and_hints_of_a_profile():
     assert "Profile (Nsight Compute, one call of n4096; not part of the score)" in text
     assert "100% of the time, DRAM 500 GB/s" in text and "- trmm_kernel runs 1 block." in text
     assert "trmm-roofline.svg" in text
+
+
+def test_a_slow_call_has_fewer_of_its_launches_profiled_and_the_report_says_how_many():
+    from grader.profile.ncu import launch_limit
+    from grader.report import profile_lines
+    assert launch_limit(None) == launch_limit(27.0) == launch_limit(500.0) == 10  # jacobi's reference: 27 ms
+    assert launch_limit(1000.0) == 5 and launch_limit(4900.0) == 1 and launch_limit(60000.0) == 1
+    row = table([kernel(duration_ns=2e6, dram_bytes=1e9, dfma=1e8)], H100)[0]
+    text = "\n".join(profile_lines({"case": "n512_converge", "launches": 1, "launch_limit": 1, "kernels": [row],
+                                    "hints": []}))
+    assert "one call of n512_converge, its first kernel launch; not part of the score" in text
+    text = "\n".join(profile_lines({"case": "n512", "launches": 10, "launch_limit": 10, "kernels": [row], "hints": []}))
+    assert "one call of n512, its first 10 kernel launches;" in text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,9 +16,22 @@ from pathlib import Path
 from typing import Optional
 
 LAUNCHES = 10
-"""The most kernel launches profiled in the call: each is replayed some 30 times to collect its
+"""The most kernel launches profiled in the call: each is replayed some 40 times to collect its
 counters (~1 s for jacobi's sweep), and a solver that launches a kernel per sweep would otherwise
 take minutes. Launches of one kernel are alike; the first ten say how it behaves."""
+
+PROFILED_MS = 500.0
+"""A call slower than this has fewer of its launches profiled (at least one), in proportion: the
+replays multiply the kernels' own time. A jacobi sweep with one atomic per point took 4.9 s a call;
+ten of its launches took 92 s to profile."""
+
+
+def launch_limit(call_ms: Optional[float]) -> int:
+    """How many launches of a call taking `call_ms` (its graded median) to profile."""
+    if not call_ms or call_ms <= PROFILED_MS:
+        return LAUNCHES
+    return max(1, int(LAUNCHES * PROFILED_MS / call_ms))
+
 
 SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "LaunchStats", "Occupancy",
             "MemoryWorkloadAnalysis_Tables", "WarpStateStats")
@@ -48,14 +61,14 @@ def find_ncu() -> Optional[str]:
     return None
 
 
-def command(ncu: str, report: Path) -> list:
+def command(ncu: str, report: Path, launches: int = LAUNCHES) -> list:
     """ncu, profiling the kernels the runner launches inside its NVTX range "submission" (the
     entry point's call: not the kit's kernels that fill the inputs) into `report`. The clocks are
     left as the judge timed them (--clock-control none), so rates compare with the GPU's datasheet
     roofs and with the graded time; ncu's default would lock them at base clock, ~20% lower."""
     args = [ncu, "--target-processes", "all", "--export", str(report), "--force-overwrite",
             "--cache-control", "all", "--clock-control", "none", "--nvtx", "--nvtx-include", "submission/",
-            "--launch-count", str(LAUNCHES)]
+            "--launch-count", str(launches)]
     for s in SECTIONS:
         args += ["--section", s]
     return args
@@ -104,6 +117,10 @@ _NAMES = {
     "ld_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",),
     "ld_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",),
     "ld_bytes_per_sector": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",),
+    "l2_red_sectors": ("lts__t_sectors_srcunit_tex_op_red.sum",),
+    "l2_atom_sectors": ("lts__t_sectors_srcunit_tex_op_atom.sum",),
+    "l2_atomic_max_pct": ("lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed",),
+    "l2_atomic_avg_pct": ("lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed",),
 }
 _STALL = "smsp__average_warps_issue_stalled_"
 _STALL_END = "_per_issue_active.ratio"
@@ -220,7 +237,7 @@ def parse_raw_csv(text: str) -> list:
 
 
 _SUMMED = ("duration_ns", "dram_bytes", "dram_read", "dram_write", *_OPS,
-           "ld_instructions", "ld_sectors", "ld_requests")
+           "ld_instructions", "ld_sectors", "ld_requests", "l2_red_sectors", "l2_atom_sectors")
 """Quantities that add up over launches; the others (percentages, rates, launch settings) are
 averaged, weighted by each launch's time."""
 

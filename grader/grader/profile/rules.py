@@ -127,6 +127,31 @@ def l1_busy(k: Kernel, p: Peaks) -> Optional[str]:
             f"reuse it from there (tiling)")
 
 
+HOT_SLICE_PCT = 10
+"""One L2 slice's atomic unit at least this busy, and ten times the slices' average, with at least
+one atomic update per warp launched: the kernel's atomics pile onto one address. (A jacobi sweep
+with one atomicAdd of its norm per point: 33% on one slice, 0.4% on average, DRAM idle, 150 times
+slower than the plain sweep. A reduction's one atomicAdd per block of 256 threads is not flagged.)"""
+
+
+def atomics_on_one_address(k: Kernel, p: Peaks) -> Optional[str]:
+    updates = (k.get("l2_red_sectors") or 0) + (k.get("l2_atom_sectors") or 0)
+    hot, avg, dram = k.get("l2_atomic_max_pct"), k.get("l2_atomic_avg_pct"), k.get("dram_pct")
+    if not updates or hot is None or avg is None or dram is None:
+        return None
+    threads = (k.get("grid_size") or 0) * (k.get("block_size") or 0) * k.launches
+    if hot < HOT_SLICE_PCT or hot < 10 * avg or dram >= 40 or updates < threads / 32:
+        return None
+    return (f"{_short(k.name)}: its {_count(updates)} atomic updates pile onto one address (one L2 slice's "
+            f"atomic unit is {hot:.0f}% busy, the average {avg:.1f}%), and updates of one address are made one "
+            f"after another: add up within each block first (warp shuffles, shared memory), then make one "
+            f"atomic update per block")
+
+
+def _count(x: float) -> str:
+    return f"{x / 1e9:.1f} billion" if x >= 1e9 else f"{x / 1e6:.0f} million" if x >= 1e6 else f"{x:,.0f}"
+
+
 _LIMITS = {"limit_registers": "registers", "limit_shared_mem": "shared memory",
            "limit_warps": "block size", "limit_blocks": "blocks per multiprocessor"}
 
@@ -158,8 +183,8 @@ def bound(k: Kernel, p: Peaks) -> Optional[str]:
     if ai is None or dram is None:
         return None
     if ai < p.ridge:
-        if l1_busy(k, p):
-            return None  # DRAM is idle because L1 is the bottleneck: l1_busy says what to do
+        if l1_busy(k, p) or atomics_on_one_address(k, p):
+            return None  # DRAM is idle for another reason, which those rules name
         per_byte = f"{ai:.2g} FLOP per DRAM byte" if ai >= 0.01 else \
             f"almost no {p.precision.upper()} arithmetic per DRAM byte"
         return (f"{_short(k.name)} is memory-bound ({per_byte}, under this GPU's ridge "
@@ -179,7 +204,7 @@ _STALLS = {
     "barrier": "at __syncthreads() for the rest of their block",
     "short_scoreboard": "for shared memory or special functions",
     "mio_throttle": "for the memory instruction queue (too many shared-memory instructions)",
-    "lg_throttle": "for the global memory queue (many small loads: wider ones would help)",
+    "lg_throttle": "for the global memory queue (many small loads, stores or atomics: fewer, wider ones would help)",
     "math_pipe_throttle": "for a busy arithmetic pipe",
     "wait": "on fixed instruction latencies (dependent arithmetic)",
     "membar": "at memory fences",
@@ -199,7 +224,7 @@ def stalls(k: Kernel, p: Peaks) -> Optional[str]:
     return f"{_short(k.name)}: its warps wait mostly {_STALLS[top]} ({100 * known[top] / total:.0f}% of stalls)"
 
 
-RULES = (grid_too_small, uncoalesced, l1_busy, occupancy, bound, stalls)
+RULES = (atomics_on_one_address, grid_too_small, uncoalesced, l1_busy, occupancy, bound, stalls)
 
 
 def hints(kernels: list, p: Peaks) -> list:

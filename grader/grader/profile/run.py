@@ -50,10 +50,11 @@ def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None,
         return {"note": "not profiled: Nsight Compute (ncu) is not installed; it comes with the CUDA Toolkit"}
     exe = str(Path(exe).resolve())
     g, perf = furthest_behind(task, performance or [])
+    limit = ncu_mod.launch_limit(perf.timing.median_ms if perf and perf.timing else None)
     plan = protocol.write_alone_plan(work / "profile.plan", g, salt=3, reference=g.reference)
     report = work / "profile.ncu-rep"
     runner = work / "runner"
-    run = sandbox.run(ncu_mod.command(exe, report) + [str(runner), "--alone", str(plan)], work,
+    run = sandbox.run(ncu_mod.command(exe, report, limit) + [str(runner), "--alone", str(plan)], work,
                       work / "profile.log", timeout=TIMEOUT_S, view="profile", read_only=(runner,), gpus=gpus)
     log = sandbox.tail(work / "profile.log", 20000)
     if ncu_mod.NO_PERMISSION in log:
@@ -76,7 +77,7 @@ def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None,
               for r in rows]
     points += library_point(task, perf)
     title = f"{task.name}, {g.describe()}, on {gpu.name}"
-    return {"case": g.id, "launches": len(launched), "kernels": rows, "hints": hints(kernels, p),
+    return {"case": g.id, "launches": len(launched), "launch_limit": limit, "kernels": rows, "hints": hints(kernels, p),
             "roofline_svg": svg(title, p, points)}
 
 
