@@ -83,7 +83,7 @@ def _measure_in_grading(task: tasks.Task, info: GpuInfo, say) -> list:
                               f"the reference, and {ref} is missing")
     say(f"   {task.name}: the work counts the {', '.join(task.returned)} the checker verified, so the baseline "
         f"is timed within a grading of reference/{task.name}/kernel.cu")
-    r = grade.grade(task, ref, info)
+    r = grade.grade(task, ref, info, grade.Options(all_routes=True))
     if r.verdict != Verdict.CORRECT or len(r.performance) != len(task.graded):
         raise build.KitError(f"{task.name}: the reference was not graded correct ({r.verdict.value}: {r.message}), "
                              f"so its baseline cannot be taken from that grading")

@@ -39,6 +39,9 @@ class Options:
     the machine's default (GPU 0, or 0 and 1 for a two-GPU assignment)."""
     profile: bool = False
     """After a grading that timed the submission, profile one call with Nsight Compute (no effect on the score)."""
+    all_routes: bool = False
+    """Time every library route of the assignment, not only the baseline the score is drawn from (the
+    bench's tables compare them; each route costs a grading a second or two)."""
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
@@ -135,7 +138,7 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
 
     t0 = time.monotonic()
     try:
-        performance(task, work, gpu, opts.secret, result, opts.gpus)
+        performance(task, work, gpu, opts.secret, result, opts.gpus, opts.all_routes)
     except Forbidden as f:
         return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["performance"] = time.monotonic() - t0
@@ -253,11 +256,11 @@ def _judge_failed(task: Task, s: judged.Session) -> None:
 # Performance.
 
 def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
-                gpus: Optional[tuple] = None) -> None:
+                gpus: Optional[tuple] = None, all_routes: bool = False) -> None:
     """Times every graded case; the performance points are the mean of theirs. The first failure
     (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
     for graded in task.graded:
-        perf = _time_one(task, work, gpu, graded, secret, result, gpus)
+        perf = _time_one(task, work, gpu, graded, secret, result, gpus, all_routes)
         if perf is None:
             return
         result.performance.append(perf)
@@ -270,7 +273,7 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
 
 
 def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int], result: GradeResult,
-              gpus: Optional[tuple] = None) -> Optional[Performance]:
+              gpus: Optional[tuple] = None, all_routes: bool = False) -> Optional[Performance]:
     g = graded.case
     line = protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params,
                               warmup=graded.warmup, runs=graded.runs)
@@ -297,8 +300,10 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
         if values:
             returned[name] = values[len(values) // 2]
     work_units = task.work(g.params, returned)
-    # The library's routes and the empty call, timed by the same judge once the runner is gone.
-    routes, overhead_ms = _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus)
+    # The library's baseline route (or all its routes) and the empty call, timed by the same judge
+    # once the runner is gone.
+    routes, overhead_ms = _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus,
+                                     None if all_routes else task.data["performance"].get("baseline"))
     timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params, returned)
@@ -357,15 +362,16 @@ def without_overhead(times_ms: list, overhead_ms: float) -> list:
 
 
 def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmup: int,
-               gpus: Optional[tuple] = None) -> tuple:
-    """([(library route, Timing)], overhead ms): every route, served by the checker and timed by the
-    judge exactly as the student's code is, and the least time of an empty call through the same
+               gpus: Optional[tuple] = None, route: Optional[str] = None) -> tuple:
+    """([(library route, Timing)], overhead ms): the route named `route` (None: every route), served by
+    the checker and timed by the judge exactly as the student's code is, and the least time of an
+    empty call through the same
     round trip (the checker's, so that no student code can make it longer), taken off every route's
     times here and off the student's by the caller."""
     checker = build.checker_path(task, arch)
     limit = task.timeouts["timed"] * 4
     s = judged.run(checker, plan, [str(checker), "serve"], work, f"baseline-{case_id}", limit, limit, view=None,
-                   judge_args=("--baseline",), gpus=gpus)
+                   judge_args=("--baseline",) + (("--route", route) if route else ()), gpus=gpus)
     _judge_failed(task, s)
     empty = [min(r["times_ms"]) for r in s.records if r.get("event") == "overhead"]
     overhead = float(empty[0]) if empty else 0.0

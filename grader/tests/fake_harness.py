@@ -39,7 +39,7 @@ def runner(fd):
         pass
 
 
-def judge(plan, sock, out, baseline):
+def judge(plan, sock, out, baseline, route=None):
     def emit(rec):
         out.write(json.dumps(rec) + "\n")
         out.flush()
@@ -60,7 +60,8 @@ def judge(plan, sock, out, baseline):
         return
     if baseline:
         for rec in records("baseline.jsonl"):
-            emit(rec)
+            if route is None or rec["event"] == "overhead" or rec["library"] == route:
+                emit(rec)
         return
     for kind, case in plan:
         if kind == "timed":
@@ -87,6 +88,6 @@ if __name__ == "__main__":
         runner(int(sys.argv[3]))
     else:
         a = sys.argv[3:]
-        opts = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i] in ("--socket", "--results")}
+        opts = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i] in ("--socket", "--results", "--route")}
         with os.fdopen(int(opts["--results"]), "w") as results:
-            judge(sys.argv[3], int(opts["--socket"]), results, "--baseline" in a)
+            judge(sys.argv[3], int(opts["--socket"]), results, "--baseline" in a, opts.get("--route"))

@@ -36,13 +36,19 @@ def graded(monkeypatch):
     calls = []
 
     def fake(task, src, gpu, opts=grade.Options()):
-        calls.append(task.name)
         if task.name != "reduce":
+            calls.append(task.name)
             return real(task, src, gpu, opts)
+        if opts.all_routes:  # the bench's one grading of every route: its reference rate is not counted
+            fake.every_route += 1
+            r = canned(task, 1000.0)
+            r.performance[0].baselines.append(Baseline("a second route", 2000.0, Timing([1.07] * 20, 2)))
+            return r
+        calls.append(task.name)
         rate = fake.rates[min(len([c for c in calls if c == "reduce"]), len(fake.rates)) - 1]
         return canned(task, rate, fake.verdict)
 
-    fake.rates, fake.verdict, fake.calls = [3900.0], Verdict.CORRECT, calls
+    fake.rates, fake.verdict, fake.calls, fake.every_route = [3900.0], Verdict.CORRECT, calls, 0
     monkeypatch.setattr(grade, "grade", fake)
     monkeypatch.setattr(bench, "driver_version", lambda info: "580.159.04")
     return fake
@@ -74,7 +80,8 @@ def test_the_table_shows_the_reference_each_baseline_with_its_ratio_the_limit_an
     row = next(line for line in md.splitlines() if line.startswith("| reduce | n268435456"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "3,900 GB/s"
-    assert cells[3] == "cub::DeviceReduce::Sum (baseline): 4,000 (0.97x)"
+    assert cells[3] == "cub::DeviceReduce::Sum (baseline): 4,000 (0.97x); a second route: 2,000 (1.95x)"
+    assert graded.every_route == 1  # the routes besides the baseline: one more grading
     assert cells[4] == "4,800 GB/s (dram, H200 datasheet)"
     assert cells[5] == "81.2%"
     assert cells[7] == "2.0%"  # (3,939 - 3,861) / 3,900

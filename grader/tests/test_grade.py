@@ -36,13 +36,13 @@ def replay(monkeypatch, tmp_path):
     monkeypatch.setattr(build, "checker_path", lambda task, arch: checker)
     gpu = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
 
-    def run(scenario, case_timeout=None):
+    def run(scenario, case_timeout=None, opts=grade.Options()):
         monkeypatch.setenv("KIT_FAKE_FIXTURE", str(FIXTURES / "trmm" / scenario))
         task = tasks.load("trmm")
         if case_timeout:
             task.data["timeouts_s"]["case"] = case_timeout
         expected = json.loads((FIXTURES / "trmm" / scenario / "expected.json").read_text())
-        return grade.grade(task, Path("kernel.cu"), gpu), expected
+        return grade.grade(task, Path("kernel.cu"), gpu, opts), expected
 
     return run
 
@@ -61,6 +61,15 @@ def test_the_reference_replay_is_correct_with_full_marks_and_its_rate_next_to_cu
     assert r.performance[0].thresholds.source.startswith("cublasDtrmm via transposes measured")
     assert not r.performance[0].thresholds.estimated
     assert len(r.performance[0].timing.times_ms) == 10
+
+
+def test_a_grading_times_the_baseline_route_alone_and_every_route_only_when_asked(replay):
+    r, _ = replay("reference")
+    assert [b.name for b in r.performance[0].baselines] == ["cublasDtrmm via transposes"]
+    r, _ = replay("reference", opts=grade.Options(all_routes=True))
+    assert [b.name for b in r.performance[0].baselines] == [
+        "cublasDtrmm via transposes", "cublasDtrmm out of place + copy", "cublasDtrmm in place"]
+    assert r.performance[0].baseline_rate == pytest.approx(r.performance[0].baselines[0].rate)
 
 
 def test_an_unfilled_skeleton_is_incorrect_and_told_that_nothing_was_computed(replay):

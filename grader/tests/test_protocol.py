@@ -50,7 +50,7 @@ def kit():
     problem = ROOT / "harness" / "tests" / "protocol" / "problem.cu"
     subprocess.run([*nvcc, "-c", str(problem), "-o", str(out / "problem_checker.o")], check=True)
     subprocess.run([*nvcc, "-DKIT_RUNNER", "-c", str(problem), "-o", str(out / "problem_runner.o")], check=True)
-    subprocess.run(["nvcc", f"-arch={ARCH}", str(out / "problem_checker.o"),
+    subprocess.run(["nvcc", f"-arch={ARCH}", "-Xcompiler", "-fopenmp", str(out / "problem_checker.o"),
                     *[str(build / f"{p}.o") for p in _parts("CHECKER_PARTS")], "-o", str(out / "checker")], check=True)
     runners = {}
     for src in sorted(FIXTURES.glob("*.cu")):

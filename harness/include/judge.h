@@ -13,7 +13,8 @@ struct JudgeOptions {
     int socket = -1;          // connected to the runner (wire.h)
     int results = -1;         // where the results go (a pipe only the grader reads)
     Memory memory = Memory::device;
-    bool baseline = false;    // the runner is the library server: time every route, compare nothing
+    bool baseline = false;    // the runner is the library server: time its routes, compare nothing
+    std::string route;        // with baseline: time only the route of this name (empty: every route)
     bool fixed_secret = false;
     uint64_t secret = 0;      // with fixed_secret: every draw derives from it (reproducible runs)
     bool record_seeds = false;  // write the seeds drawn into the results (the kit's own tests)

@@ -28,8 +28,8 @@ __global__ void empty_call() {}
 
 int usage(const char* argv0) {
     std::fprintf(stderr,
-                 "usage: %s judge PLAN --socket FD --results FD [--memory device|host] [--baseline] [--secret S]\n"
-                 "                 [--record-seeds] [--forbid LIB,LIB,...]\n"
+                 "usage: %s judge PLAN --socket FD --results FD [--memory device|host] [--baseline [--route NAME]]\n"
+                 "                 [--secret S] [--record-seeds] [--forbid LIB,LIB,...]\n"
                  "       %s serve SOCKET_FD\n",
                  argv0, argv0);
     return kExitUsage;
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
             else if (a == "--results") o.results = std::stoi(value());
             else if (a == "--memory") o.memory = memory_from_name(value());
             else if (a == "--baseline") o.baseline = true;
+            else if (a == "--route") o.route = value();
             else if (a == "--secret") o.fixed_secret = true, o.secret = std::stoull(value());
             else if (a == "--record-seeds") o.record_seeds = true;
             else if (a == "--forbid") o.forbidden = split(value(), ',');

@@ -292,3 +292,26 @@ TEST_CASE("probes compare only the handed-over positions, and report the real in
     CHECK_FALSE(c.pass);
     CHECK(c.worst_index == 99);
 }
+
+TEST_CASE("a whole array of millions of elements, compared in parallel chunks, counts and finds as one pass would") {
+    const size_t n = (size_t(1) << 22) + 12345;  // four full chunks and a partial one
+    ArraySpec s{"u", DType::f64, n, Role::inout};
+    std::vector<double> in(n, 1.0), want(n, 2.0), got(n, 2.0);
+    auto walls = [n](size_t i) { return i < 1000 || i >= n - 1000; };
+    for (size_t i = 0; i < n; ++i)
+        if (walls(i)) want[i] = got[i] = in[i];
+    got[3 << 20] = 2.5;                // the same error in the fourth chunk ...
+    got[(1 << 20) + 7] = 2.5;          // ... and in the second: the first in index order is the worst
+    got[(2 << 20) + 1] = got[2 << 20] = 1.0;  // left as the input: never written
+    got[n - 1] = 7.0;                  // a wall changed, in the last chunk
+    Comparison c = compare_array(s, in.data(), want.data(), got.data(), {}, 1e-3, walls);
+    CHECK(c.compared == n);
+    CHECK(c.protected_count == 2000);
+    CHECK(c.protected_changed == 1);
+    CHECK(c.unwritten == 2);
+    CHECK(c.worst_index == (long long)(1 << 20) + 7);
+    CHECK(c.worst_got == 2.5);
+    const double interior = double(n - 2000 - 2);  // every written interior element wants 2
+    CHECK(c.rel_error == Approx(std::sqrt(2 * 0.25 / (4 * interior))).epsilon(1e-9));
+    CHECK_FALSE(c.pass);
+}
