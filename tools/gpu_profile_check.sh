@@ -4,9 +4,12 @@
 #   1. every assignment's lecture-level kernel (a correct one of its tests/) and its hidden
 #      reference; for trmm also the naive kernel with rows along the warp (uncoalesced);
 #   2. each graded with --profile --keep: the report's profile part, the roofline, the CSV ncu wrote;
-#   3. the time the profile took (stage "profile"), which must stay under 20 s.
-# Everything under ${OUT:-build/profile-check}; a short table last.
+#   3. the time the profile took (stage "profile"), which must stay under 20 s;
+#   4. a TA's `make batch PROFILE=1` of a small trmm class (a naive and an uncoalesced kernel), where
+#      ncu runs in the jail with the submission: each record's profile and the class view.
+# Everything under ${OUT:-build/profile-check}; a short table last. PARTS picks (default: both).
 #   tools/gpu_profile_check.sh
+#   PARTS=batch tools/gpu_profile_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DEST=${OUT:-build/profile-check}
@@ -23,18 +26,45 @@ run() {  # NAME ASSIGNMENT FILE
     [ -n "$kept" ] && cp "$kept/profile.log" "$DEST/profiles/$1.log" 2>/dev/null
     [ -n "$kept" ] && rm -rf "$kept"
 }
-run trmm-naive trmm assignments/trmm/tests/naive_one_thread_per_element.cu
-run trmm-uncoalesced trmm assignments/trmm/tests/uncoalesced_rows_per_warp.cu
-run syr2k-tiled syr2k assignments/syr2k/tests/tiled_split_k.cu
-run reduce-unrolled reduce assignments/reduce/tests/unrolled_last_warp_fixed.cu
-run jacobi-atomic-norm jacobi assignments/jacobi/tests/atomic_norm_per_point.cu
-run matmul-naive matmul assignments/matmul/tests/naive_one_thread_per_element.cu
-run conv1d-basic conv1d assignments/conv1d/tests/basic_correct.cu
-for a in trmm syr2k reduce jacobi matmul conv1d; do
-    run "$a-reference" "$a" "reference/$a/kernel.cu"
-done
+PARTS=${PARTS:-gradings batch}
+if [[ " $PARTS " == *" gradings "* ]]; then
+    run trmm-naive trmm assignments/trmm/tests/naive_one_thread_per_element.cu
+    run trmm-uncoalesced trmm assignments/trmm/tests/uncoalesced_rows_per_warp.cu
+    run syr2k-tiled syr2k assignments/syr2k/tests/tiled_split_k.cu
+    run reduce-unrolled reduce assignments/reduce/tests/unrolled_last_warp_fixed.cu
+    run jacobi-atomic-norm jacobi assignments/jacobi/tests/atomic_norm_per_point.cu
+    run matmul-naive matmul assignments/matmul/tests/naive_one_thread_per_element.cu
+    run conv1d-basic conv1d assignments/conv1d/tests/basic_correct.cu
+    for a in trmm syr2k reduce jacobi matmul conv1d; do
+        run "$a-reference" "$a" "reference/$a/kernel.cu"
+    done
+fi
 
-python3 - "$DEST" <<'PY' | tee "$DEST/summary.txt"
+if [[ " $PARTS " == *" batch "* ]]; then
+    class=$(mktemp -d)
+    mkdir -p "$class/ada/trmm" "$class/ben/trmm"
+    cp assignments/trmm/tests/naive_one_thread_per_element.cu "$class/ada/trmm/kernel.cu"
+    cp assignments/trmm/tests/uncoalesced_rows_per_warp.cu "$class/ben/trmm/kernel.cu"
+    rm -rf "$DEST/batch"
+    python3 -m grader batch "$class" --out "$DEST/batch" --assignments trmm --profile > "$DEST/batch.txt" 2>&1
+    echo "batch exit $?" >> "$DEST/batch.txt"
+    rm -rf "$class"
+    python3 - "$DEST/batch" <<'PY' | tee -a "$DEST/batch.txt"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for f in sorted(out.glob("records/*/trmm.json")) + sorted(out.glob("reference/trmm.json")):
+    r = json.loads(f.read_text())
+    p = r.get("profile", {})
+    said = p.get("note") or (p.get("hints") or ["(no hint)"])[0]
+    svg = f.with_name("trmm-roofline.svg")
+    print(f"batch {f.parent.name}: {r['verdict']} {r['score']:g}, profile {r['stage_seconds'].get('profile', 0):.1f} s, "
+          f"roofline {'kept' if svg.is_file() else 'MISSING'}: {said[:100]}")
+print("class view:", ", ".join(sorted(x.name for x in (out / "class").glob("*"))) or "MISSING")
+PY
+fi
+
+[[ " $PARTS " == *" gradings "* ]] && python3 - "$DEST" <<'PY' | tee "$DEST/summary.txt"
 import json, sys
 from pathlib import Path
 dest = Path(sys.argv[1])
