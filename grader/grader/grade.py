@@ -365,9 +365,8 @@ def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmu
                gpus: Optional[tuple] = None, route: Optional[str] = None) -> tuple:
     """([(library route, Timing)], overhead ms): the route named `route` (None: every route), served by
     the checker and timed by the judge exactly as the student's code is, and the least time of an
-    empty call through the same
-    round trip (the checker's, so that no student code can make it longer), taken off every route's
-    times here and off the student's by the caller."""
+    empty call through the same round trip (the checker's, so that no student code can make it
+    longer), taken off every route's times here and off the student's by the caller."""
     checker = build.checker_path(task, arch)
     limit = task.timeouts["timed"] * 4
     s = judged.run(checker, plan, [str(checker), "serve"], work, f"baseline-{case_id}", limit, limit, view=None,

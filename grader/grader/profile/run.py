@@ -1,8 +1,7 @@
 """The profile of a graded submission: one call of the graded case it trails its library by most
-(where there is most to learn), the runner alone under
-Nsight Compute (in the jail, as every run of student code in a batch), after the grading. The
-report is read back by ncu in the jail too, and only its CSV text reaches the grader, which parses
-it. Nothing here takes part in the grade."""
+(where there is most to learn), the runner alone under Nsight Compute (in the jail, as every run of
+student code in a batch), after the grading. The report is read back by ncu in the jail too, and
+only its CSV text reaches the grader, which parses it. Nothing here takes part in the grade."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -77,8 +76,8 @@ def profile(task: Task, work: Path, gpu: GpuInfo, gpus: Optional[tuple] = None,
               for r in rows]
     points += library_point(task, perf)
     title = f"{task.name}, {g.describe()}, on {gpu.name}"
-    return {"case": g.id, "launches": len(launched), "launch_limit": limit, "kernels": rows, "hints": hints(kernels, p),
-            "roofline_svg": svg(title, p, points)}
+    return {"case": g.id, "launches": len(launched), "launch_limit": limit, "kernels": rows,
+            "hints": hints(kernels, p), "roofline_svg": svg(title, p, points)}
 
 
 def library_point(task: Task, perf: Optional[Performance]) -> list:
