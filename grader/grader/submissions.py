@@ -19,32 +19,23 @@ Layouts recognised:
     by student; a file may itself be a .zip or a .tar.gz);
   - Moodle's: folders named "<Full Name>_<id>_assignsubmission_file_".
 
-Archives are opened without trusting them: an absolute path, a `..`, a link or a device, more than
-MAX_FILES files or more than MAX_BYTES bytes in all refuses the whole archive, with the reason.
+Archives are opened by archives.extract, which trusts nothing in them.
 """
 from __future__ import annotations
 
 import hashlib
 import re
 import shutil
-import stat
-import tarfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
-MAX_FILES = 2000
-MAX_BYTES = 64 << 20
+from .archives import Refused, archive_stem, extract, is_archive, new_budget
+
 MAX_SOURCE_BYTES = 4 << 20
 """A .cu file larger than this is not a kernel.cu (noted, not graded)."""
-ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 _CANVAS = re.compile(r"^(?P<student>[A-Za-z0-9]+)_(?:late_)?(?P<uid>\d+)_(?P<sub>\d+)_(?P<file>.+)$", re.I)
 _MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_\w*$")
-
-
-class Refused(Exception):
-    """An archive that is not opened; the message says why."""
 
 
 @dataclass
@@ -86,93 +77,6 @@ def sha256(path: Path) -> str:
 def safe_id(text: str) -> str:
     word = re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip()).strip("._-")
     return word[:80] or "student"
-
-
-def is_archive(path: Path) -> bool:
-    return path.name.lower().endswith(ARCHIVES)
-
-
-def archive_stem(path: Path) -> str:
-    low = path.name.lower()
-    for ext in ARCHIVES:
-        if low.endswith(ext):
-            return path.name[:-len(ext)]
-    return path.stem
-
-
-# ---------------------------------------------------------------------------------------------
-# Archives, opened safely.
-
-def _check_name(name: str) -> PurePosixPath:
-    if "\\" in name or name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise Refused(f"it holds an absolute path ({name})")
-    p = PurePosixPath(name)
-    if ".." in p.parts:
-        raise Refused(f"it holds a path that leaves the archive ({name})")
-    return p
-
-
-def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
-    """Extracts a .zip, .tar.gz or .tar into dest, refusing (Refused) anything unsafe. `budget`
-    ({"files": n, "bytes": n}) is shared with the archives nested in the same entry."""
-    budget = budget if budget is not None else {"files": MAX_FILES, "bytes": MAX_BYTES}
-    dest.mkdir(parents=True, exist_ok=True)
-
-    def too_big(name: str) -> Refused:
-        return Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {name})")
-
-    def take(nbytes: int, name: str):
-        budget["bytes"] -= nbytes
-        if budget["bytes"] < 0:
-            raise too_big(name)
-
-    def count(name: str):
-        budget["files"] -= 1
-        if budget["files"] < 0:
-            raise Refused(f"it holds more than {MAX_FILES} files")
-
-    def copy(src, target: Path, name: str, declared: int):
-        if declared > budget["bytes"]:  # refused before a byte is written
-            raise too_big(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "wb") as out:
-            while True:
-                chunk = src.read(1 << 16)
-                if not chunk:
-                    break
-                take(len(chunk), name)  # what is actually read counts, not what the header claims
-                out.write(chunk)
-
-    low = archive.name.lower()
-    try:
-        if low.endswith(".zip"):
-            with zipfile.ZipFile(archive) as z:
-                for info in z.infolist():
-                    p = _check_name(info.filename)
-                    mode = info.external_attr >> 16
-                    if stat.S_ISLNK(mode):
-                        raise Refused(f"it holds a symbolic link ({info.filename})")
-                    count(info.filename)
-                    if info.is_dir():
-                        continue
-                    with z.open(info) as src:
-                        copy(src, dest.joinpath(*p.parts), info.filename, info.file_size)
-        else:
-            with tarfile.open(archive, "r:*") as t:
-                for m in t:
-                    p = _check_name(m.name)
-                    if m.issym() or m.islnk():
-                        raise Refused(f"it holds a link ({m.name})")
-                    if not (m.isfile() or m.isdir()):
-                        raise Refused(f"it holds a device or special file ({m.name})")
-                    count(m.name)
-                    if m.isdir():
-                        continue
-                    src = t.extractfile(m)
-                    if src is not None:
-                        copy(src, dest.joinpath(*p.parts), m.name, m.size)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise Refused(f"it cannot be read as an archive ({type(e).__name__}: {e})") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,7 +155,7 @@ def sources(root: Path) -> list:
 def fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
     """Places the entry's .cu files, those of the archives inside it too (one level, unpacked under
     staging, never beside the student's files); sets entry.problem when nothing is gradeable."""
-    budget = {"files": MAX_FILES, "bytes": MAX_BYTES}
+    budget = new_budget()
     files = [(f, str(f.relative_to(root))) for f in sources(root)]
     for arch in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and is_archive(p)):
         rel = arch.relative_to(root)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch, build, grade, jail, sandbox, submissions, tasks
+from grader import archives, batch, build, grade, jail, sandbox, submissions, tasks
 from grader import gpu as gpu_mod
 from grader.batch import gpus as batch_gpus
 from grader.results import GpuInfo
@@ -147,15 +147,15 @@ def test_an_absolute_path_a_symlink_and_a_bomb_are_each_refused(tmp_path):
         t.addfile(info)
     bomb = tmp_path / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("trmm/kernel.cu", b"\0" * (submissions.MAX_BYTES + 1))
+        z.writestr("trmm/kernel.cu", b"\0" * (archives.MAX_BYTES + 1))
     many = tmp_path / "many.tar.gz"
     with tarfile.open(many, "w:gz") as t:
-        for i in range(submissions.MAX_FILES + 1):
+        for i in range(archives.MAX_FILES + 1):
             info = tarfile.TarInfo(f"f{i}.txt")
             t.addfile(info, io.BytesIO(b""))
     for path, words in ((a, "absolute path"), (link, "link"), (bomb, "MiB"), (many, "files")):
-        with pytest.raises(submissions.Refused, match=words):
-            submissions.extract(path, tmp_path / ("x-" + path.name))
+        with pytest.raises(archives.Refused, match=words):
+            archives.extract(path, tmp_path / ("x-" + path.name))
 
 
 def test_gradescopes_export_names_each_submission_by_its_submitters(tmp_path):
