@@ -3,14 +3,13 @@ cores, the GPU stages one submission at a time, the jail every program holding s
 and the reference graded once per GPU for the plots."""
 from __future__ import annotations
 
-import _thread
 import json
 import os
 import shutil
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +102,7 @@ class Batch(State, Outputs, Progress):
         self.gpus = Pool(opts.gpu_infos or {0: gpu})
         self.finishing = threading.Lock()  # one submission's outputs written at a time
         self.stopping = False  # interrupted: gradings still running on the GPUs are not recorded
+        self.stop = False  # a grading thread was interrupted: the batch stops as on Ctrl-C
 
     # -- the run ----------------------------------------------------------------------------------
     def run(self) -> int:
@@ -164,13 +164,13 @@ class Batch(State, Outputs, Progress):
             if o.reference:
                 self._references(needed, work_root)
             on_gpus = []
-            for fut in as_completed(futures):
+            for fut in self._completed(futures):
                 job = fut.result()
                 if job.built and not job.error:
                     on_gpus.append(gpu_pool.submit(self._gpu_and_finish, job))
                 else:
                     self._finish(job)
-            for fut in on_gpus:
+            for fut in self._completed(on_gpus):
                 fut.result()
         except KeyboardInterrupt:
             interrupted = True
@@ -195,6 +195,17 @@ class Batch(State, Outputs, Progress):
         text = self._summary(entries, wall)
         print(text, flush=True)
         return 2 if any(k.split("/")[0] in {e.student for e in entries} for k in self.state["errors"]) else 0
+
+    def _completed(self, futures: list):
+        """The futures as they complete (those completing together in the order given), checking
+        every 0.2 s whether a grading thread asked the batch to stop (KeyboardInterrupt here)."""
+        order = {f: i for i, f in enumerate(futures)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            if self.stop:
+                raise KeyboardInterrupt
+            yield from sorted(done, key=order.get)
 
     # -- isolation --------------------------------------------------------------------------------
     def _setup_jail(self, work_root: Path) -> None:
@@ -239,7 +250,7 @@ class Batch(State, Outputs, Progress):
         try:
             self._gpu(job, ids)
         except KeyboardInterrupt:
-            _thread.interrupt_main()  # the batch stops as on Ctrl-C; this grading is not saved
+            self.stop = True  # the batch stops as on Ctrl-C; this grading is not saved
             return
         finally:
             self.gpus.release(ids)
