@@ -1,6 +1,7 @@
 import pytest
 
 import fake_kit as fake_kit_mod
+import gpu_corpus
 from grader import gpu
 
 
@@ -11,6 +12,12 @@ def local_gpu():
         return gpu.detect()
     except gpu.NoGpu as e:
         pytest.skip(f"needs a CUDA GPU ({e})")
+
+
+@pytest.fixture(scope="session")
+def corpus(local_gpu, tmp_path_factory):
+    """Every known submission of assignments/*/tests/ graded once, as one class in a batch (gpu_corpus.py)."""
+    return gpu_corpus.grade_class(local_gpu, tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture

@@ -1,26 +1,15 @@
-"""GPU tests: grade the hidden references, the skeletons and every known-wrong submission kept in
-assignments/<name>/tests/ on the local GPU, and check each verdict. Skipped without a GPU."""
+"""GPU tests: grade the hidden references and the skeletons on the local GPU, and check the verdict
+of every known submission kept in assignments/<name>/tests/, all of them graded once as a class in a
+batch (gpu_corpus.py: in the jail where bubblewrap is installed). Skipped without a GPU."""
 
 import pytest
 
+import gpu_corpus
 from grader import tasks
 from grader.grade import grade
 from grader.results import Verdict
 
 ROOT = tasks.ROOT
-
-
-def known_submissions():
-    """(assignment, file, expected verdict, header lines) for every file whose first line is
-    `// expect: VERDICT`. Among the first five lines, `// expect-message: WORDS` adds words the
-    verdict's message must contain, and `// expect-performance-below: F` says a correct submission
-    earns less than the fraction F of the performance points (right, but slow)."""
-    for name in tasks.registry():
-        for f in sorted((ROOT / "assignments" / name / "tests").glob("*.cu")):
-            head = f.read_text().splitlines()[:5]
-            if head and head[0].startswith("// expect:"):
-                extra = {h[3:].split(":", 1)[0]: h.split(":", 1)[1].strip() for h in head[1:] if h.startswith("// expect-")}
-                yield pytest.param(name, f, Verdict(head[0].split(":", 1)[1].strip()), extra, id=f"{name}/{f.stem}")
 
 
 def load_or_skip(name, gpu):
@@ -49,17 +38,29 @@ def test_the_unfilled_skeleton_is_incorrect_because_nothing_was_computed(local_g
     assert r.score == 0
 
 
-@pytest.mark.parametrize("name,path,expected,extra", list(known_submissions()))
-def test_each_known_submission_gets_its_expected_verdict(local_gpu, name, path, expected, extra):
+@pytest.mark.parametrize("name,path", [pytest.param(n, f, id=f"{n}/{f.stem}") for n, f in gpu_corpus.known()])
+def test_each_known_submission_gets_its_expected_verdict(local_gpu, corpus, name, path):
     task = load_or_skip(name, local_gpu)
-    r = grade(task, path, local_gpu)
-    assert r.verdict == expected, f"{r.verdict.value}: {r.message}"
-    assert extra.get("expect-message", "") in r.message
-    if "expect-performance-below" in extra:
-        earned = r.score - r.correctness_points
-        assert earned < float(extra["expect-performance-below"]) * task.points["performance"], r.message
-    if expected == Verdict.CORRECT:
+    want = gpu_corpus.expectation(path, corpus.jailed)
+    r = corpus.record(name, path)
+    assert r["verdict"] == want.verdict, f"{r['verdict']}: {r['message']}"
+    assert want.message in r["message"]
+    if want.performance_below is not None:
+        earned = r["score"] - r["correctness_points"]
+        assert earned < want.performance_below * task.points["performance"], r["message"]
+    if want.verdict == "correct":
         # Correct and timed in full: work left on another stream counts, so the rate is possible.
-        assert all(p.rate <= p.peak for p in r.performance if p.peak)
+        assert all(p["rate"] <= p["peak"] for p in r["performance"] if p["peak"])
     else:
-        assert r.score < r.max_score
+        assert r["score"] < r["max_score"]
+
+
+@pytest.mark.parametrize("name,path", [pytest.param(n, f, id=f"{n}/{f.stem}") for n, f in gpu_corpus.known()
+                                       if gpu_corpus.jail_changes(f)])
+def test_a_known_submission_the_jail_changes_gets_its_own_verdict_graded_alone_outside_it(local_gpu, name, path):
+    """A file whose `// expect-batch:` differs (cuBLAS opened at run time: the jail has no cuBLAS to
+    open) is graded alone too, as `make grade` does, where the judge must catch what it does."""
+    want = gpu_corpus.expectation(path, jailed=False)
+    r = grade(load_or_skip(name, local_gpu), path, local_gpu)
+    assert r.verdict == Verdict(want.verdict), f"{r.verdict.value}: {r.message}"
+    assert want.message in r.message
