@@ -49,31 +49,24 @@ if [[ " $PARTS " == *" batch "* ]]; then
     python3 -m grader batch "$class" --out "$DEST/batch" --assignments trmm --profile > "$DEST/batch.txt" 2>&1
     echo "batch exit $?" >> "$DEST/batch.txt"
     rm -rf "$class"
-    python3 - "$DEST/batch" <<'PY' | tee -a "$DEST/batch.txt"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-for f in sorted(out.glob("records/*/trmm.json")) + sorted(out.glob("reference/trmm.json")):
-    r = json.loads(f.read_text())
-    p = r.get("profile", {})
-    said = p.get("note") or (p.get("hints") or ["(no hint)"])[0]
-    svg = f.with_name("trmm-roofline.svg")
-    print(f"batch {f.parent.name}: {r['verdict']} {r['score']:g}, profile {r['stage_seconds'].get('profile', 0):.1f} s, "
-          f"roofline {'kept' if svg.is_file() else 'MISSING'}: {said[:100]}")
-print("class view:", ", ".join(sorted(x.name for x in (out / "class").glob("*"))) or "MISSING")
-PY
 fi
 
-[[ " $PARTS " == *" gradings "* ]] && python3 - "$DEST" <<'PY' | tee "$DEST/summary.txt"
+# One table of every record the run wrote, the batch's included, then the batch's class view.
+python3 - "$DEST" <<'PY' | tee "$DEST/summary.txt"
 import json, sys
 from pathlib import Path
 dest = Path(sys.argv[1])
-print("| grading | verdict | score | profile s | kernels | first hint or note |")
-print("| --- | --- | --- | --- | --- | --- |")
-for f in sorted(dest.glob("*.json")):
+records = [(f.stem, f, f.with_name(f.stem + "-roofline.svg")) for f in sorted(dest.glob("*.json"))]
+records += [(f"batch {f.parent.name}", f, f.with_name("trmm-roofline.svg"))
+            for f in sorted(dest.glob("batch/records/*/trmm.json")) + sorted(dest.glob("batch/reference/trmm.json"))]
+print("| grading | verdict | score | profile s | kernels | roofline | first hint or note |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for name, f, svg in records:
     r = json.loads(f.read_text())
     p = r.get("profile", {})
     said = p.get("note") or (p.get("hints") or ["(no hint)"])[0]
-    print(f"| {f.stem} | {r['verdict']} | {r['score']:g} | {r['stage_seconds'].get('profile', 0):.1f} | "
-          f"{len(p.get('kernels', []))} | {said[:110]} |")
+    print(f"| {name} | {r['verdict']} | {r['score']:g} | {r['stage_seconds'].get('profile', 0):.1f} | "
+          f"{len(p.get('kernels', []))} | {'kept' if svg.is_file() else 'MISSING'} | {said[:110]} |")
+if (dest / "batch").is_dir():
+    print("batch class view:", ", ".join(sorted(x.name for x in (dest / "batch" / "class").glob("*"))) or "MISSING")
 PY

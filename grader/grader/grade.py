@@ -302,14 +302,15 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
     work_units = task.work(g.params, returned)
     # The library's baseline route (or all its routes) and the empty call, timed by the same judge
     # once the runner is gone.
+    baseline = task.data["performance"].get("baseline", "")
     routes, overhead_ms = _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus,
-                                     None if all_routes else task.data["performance"].get("baseline"))
+                                     None if all_routes else baseline)
     timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params, returned)
     perf = Performance(g.id, g.params, task.metric, timing, rate,
                        gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
-                       baseline_name=task.data["performance"].get("baseline", ""),
+                       baseline_name=baseline,
                        judge_read_ms=overhead_ms)
 
     for name, timing in routes:

@@ -53,7 +53,7 @@ def expectation(path: Path, jailed: bool) -> Expectation:
 
 def jail_changes(path: Path) -> bool:
     """Whether the file says the jail changes its outcome (`// expect-batch:`)."""
-    return any(h.startswith("// expect-batch:") for h in path.read_text().splitlines()[:6])
+    return expectation(path, jailed=True) != expectation(path, jailed=False)
 
 
 def student(name: str, path: Path) -> str:

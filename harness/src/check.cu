@@ -10,13 +10,37 @@ namespace kit {
 
 namespace {
 
-// One thread's share of a comparison: elements [begin, end) of the compared ones.
-template <class T, class Bits>
-Comparison compare_range(const ArraySpec& spec, const T* input, const T* want, const T* got,
-                         const std::vector<size_t>& positions, size_t begin, size_t end,
-                         const std::function<bool(size_t)>& is_protected, Bits poison, double& err2, double& ref2) {
+// A comparison in progress: the counts and the worst element, and the two sums the relative error
+// is made of. One per chunk of the array, added up in chunk order.
+struct Tally {
     Comparison c;
-    double worst = -1, e2 = 0, r2 = 0;
+    double err2 = 0, ref2 = 0, worst = -1;
+
+    // Ties keep the earlier element, as one pass over the whole array would.
+    void add(const Tally& t) {
+        c.compared += t.c.compared;
+        c.nonfinite += t.c.nonfinite;
+        c.unwritten += t.c.unwritten;
+        c.protected_count += t.c.protected_count;
+        c.protected_changed += t.c.protected_changed;
+        err2 += t.err2;
+        ref2 += t.ref2;
+        if (t.worst > worst) {
+            worst = t.worst;
+            c.worst_index = t.c.worst_index;
+            c.worst_got = t.c.worst_got;
+            c.worst_want = t.c.worst_want;
+        }
+    }
+};
+
+// Elements [begin, end) of the compared ones.
+template <class T, class Bits>
+Tally compare_range(const ArraySpec& spec, const T* input, const T* want, const T* got,
+                    const std::vector<size_t>& positions, size_t begin, size_t end,
+                    const std::function<bool(size_t)>& is_protected, Bits poison) {
+    Tally t;
+    Comparison& c = t.c;
     for (size_t j = begin; j < end; ++j) {
         size_t i = positions.empty() ? j : positions[j];
         T g = got[j], w = want[j], in = input[j];
@@ -41,22 +65,20 @@ Comparison compare_range(const ArraySpec& spec, const T* input, const T* want, c
             continue;
         }
         double d = (double)g - (double)w;
-        e2 += d * d;
-        r2 += (double)w * (double)w;
-        if (std::fabs(d) > worst) {
-            worst = std::fabs(d);
+        t.err2 += d * d;
+        t.ref2 += (double)w * (double)w;
+        if (std::fabs(d) > t.worst) {
+            t.worst = std::fabs(d);
             c.worst_index = (long long)i;
             c.worst_got = g;
             c.worst_want = w;
         }
     }
-    err2 = e2;
-    ref2 = r2;
-    return c;
+    return t;
 }
 
 // A whole gigabyte array is compared in parallel (on 16 cores a 512^3 field takes 0.1 s, not 1 s):
-// fixed chunks, summed in chunk order, so the result does not depend on the number of threads.
+// fixed chunks, added up in chunk order, so the result does not depend on the number of threads.
 template <class T, class Bits>
 Comparison compare_typed(const ArraySpec& spec, const T* input, const T* want, const T* got,
                          const std::vector<size_t>& positions, double tol,
@@ -64,32 +86,15 @@ Comparison compare_typed(const ArraySpec& spec, const T* input, const T* want, c
     const size_t count = positions.empty() ? spec.count : positions.size();
     constexpr size_t kChunk = 1 << 20;
     const long long chunks = (long long)((count + kChunk - 1) / kChunk);
-    std::vector<Comparison> part(chunks);
-    std::vector<double> err2(chunks, 0.0), ref2(chunks, 0.0);
+    std::vector<Tally> part(chunks);
 #pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
     for (long long k = 0; k < chunks; ++k)
-        part[k] = compare_range(spec, input, want, got, positions, (size_t)k * kChunk, std::min(count, (size_t)(k + 1) * kChunk),
-                                is_protected, poison, err2[k], ref2[k]);
-    Comparison c;
-    double e2 = 0, r2 = 0, worst = -1;
-    for (long long k = 0; k < chunks; ++k) {
-        const Comparison& p = part[k];
-        c.compared += p.compared;
-        c.nonfinite += p.nonfinite;
-        c.unwritten += p.unwritten;
-        c.protected_count += p.protected_count;
-        c.protected_changed += p.protected_changed;
-        e2 += err2[k];
-        r2 += ref2[k];
-        double d = std::fabs(p.worst_got - p.worst_want);
-        if (p.worst_index >= 0 && d > worst) {  // the first chunk's on a tie, as one pass would find it
-            worst = d;
-            c.worst_index = p.worst_index;
-            c.worst_got = p.worst_got;
-            c.worst_want = p.worst_want;
-        }
-    }
-    c.rel_error = r2 > 0 ? std::sqrt(e2 / r2) : std::sqrt(e2);
+        part[k] = compare_range(spec, input, want, got, positions, (size_t)k * kChunk,
+                                std::min(count, (size_t)(k + 1) * kChunk), is_protected, poison);
+    Tally total;
+    for (const Tally& t : part) total.add(t);
+    Comparison& c = total.c;
+    c.rel_error = total.ref2 > 0 ? std::sqrt(total.err2 / total.ref2) : std::sqrt(total.err2);
     c.pass = c.nonfinite == 0 && c.unwritten == 0 && c.protected_changed == 0 && c.rel_error <= tol;
     return c;
 }
