@@ -367,6 +367,45 @@ def test_counters_closed_to_this_user_give_one_line_on_how_to_open_them_and_the_
     assert rec["score"] == 100
 
 
+def toolkit_with_nsight(root: Path, *versions: str) -> Path:
+    """A CUDA Toolkit's layout: bin/ncu, the launcher, and Nsight Compute's folders beside bin/."""
+    (root / "bin").mkdir(parents=True)
+    launcher = root / "bin" / "ncu"
+    launcher.write_text("#!/bin/sh\necho 'ERROR : nsight-compute directory is not found'; exit 1\n")
+    launcher.chmod(0o755)
+    for v in versions:
+        (root / f"nsight-compute-{v}").mkdir()
+        (root / f"nsight-compute-{v}" / "ncu").write_text("#!/bin/sh\n")
+        (root / f"nsight-compute-{v}" / "ncu").chmod(0o755)
+    return launcher
+
+
+def test_the_toolkit_s_ncu_launcher_is_followed_to_the_newest_nsight_compute_folder_which_the_jail_binds(tmp_path, monkeypatch):
+    from grader.jail import profiler_folder
+    from grader.profile.ncu import find_ncu
+    launcher = toolkit_with_nsight(tmp_path / "cuda", "2024.3.2", "2025.3.1", "2025.10.0")
+    newest = tmp_path / "cuda" / "nsight-compute-2025.10.0"
+    monkeypatch.delenv("NCU", raising=False)
+    monkeypatch.setenv("PATH", str(launcher.parent))
+    assert find_ncu() == str(newest / "ncu")
+    assert profiler_folder() == newest  # not bin/, where the launcher finds nothing in a jail
+    monkeypatch.setenv("NCU", str(launcher))
+    assert find_ncu() == str(newest / "ncu")
+
+
+def test_an_ncu_that_is_not_the_toolkit_s_launcher_is_run_as_given(tmp_path, monkeypatch):
+    from grader.profile.ncu import find_ncu
+    toolkit_with_nsight(tmp_path / "cuda")  # a launcher with no Nsight Compute folder beside it
+    monkeypatch.setenv("NCU", str(tmp_path / "cuda" / "bin" / "ncu"))
+    assert find_ncu() == str(tmp_path / "cuda" / "bin" / "ncu")
+    tool = tmp_path / "opt" / "ncu"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("NCU", str(tool))
+    assert find_ncu() == str(tool)
+
+
 def test_without_ncu_the_profile_says_so_in_one_line(fake_kit, tmp_path, monkeypatch):
     monkeypatch.setenv("NCU", str(tmp_path / "no-such-ncu"))
     rec, _ = grade_alice(tmp_path, ("profile", True))

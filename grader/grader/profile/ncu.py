@@ -46,19 +46,35 @@ PERMISSION_HOWTO = ("the GPU's performance counters are open to administrators o
 
 
 def find_ncu() -> Optional[str]:
-    """ncu: $NCU, else on PATH, else in the CUDA Toolkit beside nvcc; None where there is none."""
+    """ncu: $NCU, else on PATH, else in the CUDA Toolkit beside nvcc; None where there is none. The
+    Toolkit's bin/ncu is a launcher that looks for Nsight Compute's folder beside bin/ (or under
+    /opt/nvidia); the ncu in that folder is returned instead, so that a jail binding the folder of
+    the ncu it runs has the whole tool (its libraries and sections) and nothing else of the Toolkit."""
     env = os.environ.get("NCU")
-    if env:
-        return env if shutil.which(env) else None
-    found = shutil.which("ncu")
-    if found:
-        return found
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        beside = Path(nvcc).resolve().parent / "ncu"
-        if beside.is_file():
-            return str(beside)
-    return None
+    found = shutil.which(env) if env else shutil.which("ncu")
+    if not found and not env:
+        nvcc = shutil.which("nvcc")
+        beside = Path(nvcc).resolve().parent / "ncu" if nvcc else None
+        found = str(beside) if beside and beside.is_file() else None
+    return _through_launcher(found) if found else None
+
+
+def _through_launcher(exe: str) -> str:
+    """The ncu inside the newest Nsight Compute folder the launcher `exe` would start (the
+    Toolkit's `nsight-compute-<version>` beside its bin/, else /opt/nvidia/nsight-compute/<version>);
+    `exe` itself where it is not the Toolkit's launcher."""
+    bin_dir = Path(exe).resolve().parent
+    if bin_dir.name != "bin":
+        return exe
+    tools = list(bin_dir.parent.glob("nsight-compute*/ncu")) or list(Path("/opt/nvidia").glob("nsight-compute/*/ncu"))
+    tools = [t for t in tools if t.is_file()]
+    if not tools:
+        return exe
+
+    def version(tool: Path) -> tuple:
+        digits = "".join(c if c.isdigit() else " " for c in tool.parent.name).split()
+        return tuple(int(d) for d in digits)
+    return str(max(tools, key=version))
 
 
 def command(ncu: str, report: Path, launches: int = LAUNCHES) -> list:
