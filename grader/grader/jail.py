@@ -10,7 +10,8 @@ grader. It sees only what its step needs:
             runner's objects read-only, its work folder, a private /tmp
   run       the runtime libraries the runner loads (the C and C++ runtimes, libcuda and the driver's
             own helpers: no cuBLAS, cuFFT, cuDNN, NCCL, no toolkit), /dev/nvidia*, its work folder,
-            a private /tmp; compute-sanitizer's or Nsight Compute's folder too when it runs under one
+            a private /tmp; compute-sanitizer's or Nsight Compute's folder too when it runs under one, with
+            the system libraries it loads
 
 Nothing else exists in there: not the kit's source or build folder, the references, the task files,
 other submissions, the outputs, the TA's home, other checkouts on the disk, the host's /tmp, the
@@ -65,6 +66,7 @@ class Jail:
     """A folder of copies of the kit files a jailed step reads (expose()), readable by the jailed
     user; None: the files are bound where they are."""
     _exposed: dict = field(default_factory=dict, repr=False)
+    _tool_libs: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def expose(self, path: Path) -> Path:
@@ -135,7 +137,12 @@ class Jail:
             if gpus is not None and not by_node:
                 a += ["--setenv", "CUDA_VISIBLE_DEVICES", ",".join(gpus)]
             if view == "sanitize" and self.sanitizer:
+                # The tool's own executables load libraries the runner does not (libutil, libpthread):
+                # those too, and nothing more (the sanitized run's findings can only lower a grade).
                 a += _ro(self.sanitizer)
+                for lib in self._libraries_of(self.sanitizer):
+                    if lib not in self.runtime:
+                        a += _ro(lib)
         else:
             raise ValueError(f"no such view: {view}")
         a += ["--bind", str(work), str(work)]
@@ -143,6 +150,13 @@ class Jail:
             a += _ro(p)
         a += ["--chdir", str(work), "--"]
         return a + [str(c) for c in cmd]
+
+    def _libraries_of(self, folder: Path) -> list:
+        """The libraries the programs and libraries in `folder` load (found once per folder)."""
+        with self._lock:
+            if folder not in self._tool_libs:
+                self._tool_libs[folder] = tool_libraries(folder)
+            return self._tool_libs[folder]
 
     def describe(self) -> dict:
         """What was in force, as each batch record shows it."""
@@ -263,6 +277,26 @@ def runtime_libraries(probe: Optional[Path]) -> list:
         out.add(f)
         out.add(str(Path(f).resolve()))
     return sorted(p for p in out if os.path.isfile(p) and not _forbidden(p))
+
+
+def tool_libraries(folder: Path) -> list:
+    """The system libraries a tool's folder (compute-sanitizer's) needs: what each executable or
+    library directly inside it loads, each as found and as resolved; the folder's own files are
+    bound with the folder."""
+    found = set()
+    for f in sorted(Path(folder).iterdir()):
+        if f.is_file() and _is_elf(f):
+            found.update(lib for lib in _ldd(f) if not lib.startswith(f"{folder}/"))
+    out = {p for f in found for p in (f, str(Path(f).resolve()))}
+    return sorted(p for p in out if os.path.isfile(p) and not _forbidden(p))
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 FORBIDDEN_LIBS = ("libcublas", "libcublasLt", "libcufft", "libcudnn", "libnccl", "libcusolver", "libcusparse",

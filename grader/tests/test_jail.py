@@ -314,6 +314,25 @@ def test_the_profile_view_adds_ncu_s_folder_and_the_system_files_read_only_and_n
     assert "ncu 0" in r.output and "usr 0" in r.output
 
 
+def test_compute_sanitizer_s_folder_runs_in_the_sanitize_view_with_the_libraries_its_programs_load(box):
+    # compute-sanitizer loads libraries the runner does not (libutil): without them the sanitized run
+    # of every submission ended with exit 127, misgraded as a runtime error. Here the tool loads libm,
+    # which the box's C runner does not.
+    tool = box.root / "compute-sanitizer"
+    tool.mkdir()
+    src = box.tmp / "tool.c"
+    src.write_text(PRELUDE + "#include <math.h>\nint main(int c, char** v) { (void)v; return (int)sqrt(c - 1); }\n")
+    subprocess.run(["gcc", "-o", str(tool / "compute-sanitizer"), str(src), "-Wl,--no-as-needed", "-lm"],
+                   check=True, capture_output=True)
+    os.chmod(tool, 0o755)
+    box.jail.sanitizer = tool
+    run = sandbox.run([str(tool / "compute-sanitizer")], box.work, box.tmp / "log", timeout=30, view="sanitize")
+    assert run.returncode == 0, run.output
+    assert "libm.so" in " ".join(box.jail._libraries_of(tool))
+    run = sandbox.run([str(tool / "compute-sanitizer")], box.work, box.tmp / "log", timeout=30, view="run")
+    assert run.returncode != 0 and "No such file" in run.output  # the other views never see it
+
+
 def test_a_death_by_a_signal_in_the_jail_comes_back_as_that_signal(box):
     assert box.run("int main(void) { raise(SIGSEGV); return 0; }").returncode == -11
     assert box.run("int main(void) { return 5; }").returncode == 5
