@@ -151,10 +151,30 @@ TEST_CASE("runs asked for in one burst are taken back to back") {
     for (int runs : {1, 10, 20}) CHECK(burst_size(runs, 1) == runs);
     int calls = 0;
     double t0 = now_ms();
-    auto ms = time_runs(1, 10, [](int) {}, [&] { ++calls; }, [](int) {}, 1);
+    std::vector<int> lasts;
+    auto ms = time_runs(1, 10, [](int) {}, [&] { ++calls; }, [&](int i, bool last) { if (last) lasts.push_back(i); }, 1);
     CHECK(ms.size() == 10);
     CHECK(calls == 11);
+    CHECK(lasts == std::vector<int>{9});
     CHECK(now_ms() - t0 < kBurstGapMs);  // no pause between bursts
+}
+
+TEST_CASE("slow calls stop being timed once they fill the budget, after at least three runs") {
+    std::vector<int> lasts;
+    auto after = [&](int i, bool last) { if (last) lasts.push_back(i); };
+    // 20 ms calls against a 50 ms budget: the third run brings 60 ms, and it is the last.
+    auto ms = time_runs(1, 10, [](int) {}, [] { pause_ms(20); }, after, 1, 50);
+    CHECK(ms.size() == 3);
+    CHECK(lasts == std::vector<int>{2});
+    // Calls that fill the budget at once still get kMinTimedRuns runs.
+    lasts.clear();
+    ms = time_runs(0, 10, [](int) {}, [] { pause_ms(20); }, after, 1, 1);
+    CHECK(ms.size() == (size_t)kMinTimedRuns);
+    // Calls that never fill it get every run asked for.
+    lasts.clear();
+    ms = time_runs(0, 10, [](int) {}, [] {}, after, 1, 50);
+    CHECK(ms.size() == 10);
+    CHECK(lasts == std::vector<int>{9});
 }
 
 TEST_CASE("host generation fills inputs and leaves pure outputs alone") {
