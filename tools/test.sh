@@ -48,20 +48,33 @@ install poppler-utils pdftotext || missing poppler-utils "the handouts' print ch
 need="import pytest, jinja2, markdown, pypdf, copydetect"
 wheels=${KIT_WHEELS:-wheels}
 reqs="-r grader/requirements-test.txt -r grader/requirements-handouts.txt"
+export PYTHONPATH=grader
 if python3 -c "$need" 2>/dev/null; then
     py=python3
 else
-    if [ ! -x .venv/bin/python ]; then
-        echo "test: creating .venv with pytest"
-        python3 -m venv .venv || { echo "test: python3 -m venv failed: install python3-venv" >&2; exit 2; }
-    fi
-    py=.venv/bin/python
-    if ! $py -c "$need" 2>/dev/null; then
-        if [ -d "$wheels" ]; then
-            $py -m pip install -q --no-index --find-links "$wheels" $reqs 2>/dev/null || \
-                $py -m pip install -q --no-index --find-links "$wheels" pytest 2>/dev/null || true
-        else
-            $py -m pip install -q $reqs 2>/dev/null || true
+    if [ -d .venv/wheels ] || { [ ! -x .venv/bin/python ] && [ -d "$wheels" ] && ! python3 -c "import ensurepip" 2>/dev/null; }; then
+        # No venv module (Debian and Ubuntu without python3-venv) and no network to get it: the
+        # wheels, unpacked, go on the path as they are (the kit's test packages need no build step).
+        if [ ! -d .venv/wheels ]; then
+            echo "test: python3 -m venv is not available here (apt-get install python3-venv): unpacking $wheels/ into .venv/wheels/"
+            python3 -c 'import sys, zipfile, pathlib; [zipfile.ZipFile(w).extractall(sys.argv[2]) for w in sorted(pathlib.Path(sys.argv[1]).glob("*.whl"))]' \
+                "$wheels" .venv/wheels
+        fi
+        py=python3
+        export PYTHONPATH=grader:.venv/wheels
+    else
+        if [ ! -x .venv/bin/python ]; then
+            echo "test: creating .venv with pytest"
+            python3 -m venv .venv || { echo "test: python3 -m venv failed: install python3-venv" >&2; exit 2; }
+        fi
+        py=.venv/bin/python
+        if ! $py -c "$need" 2>/dev/null; then
+            if [ -d "$wheels" ]; then
+                $py -m pip install -q --no-index --find-links "$wheels" $reqs 2>/dev/null || \
+                    $py -m pip install -q --no-index --find-links "$wheels" pytest 2>/dev/null || true
+            else
+                $py -m pip install -q $reqs 2>/dev/null || true
+            fi
         fi
     fi
     if ! $py -c "import pytest" 2>/dev/null; then
@@ -77,4 +90,4 @@ else
         echo "SKIPPED: the tests that need ${missing% }: not installed and not installable here (no network, no wheels in $wheels/)"
     fi
 fi
-PYTHONPATH=grader exec "$py" -m pytest grader/tests slides_examples/tests -v -rs "$@"
+exec "$py" -m pytest grader/tests slides_examples/tests -v -rs "$@"

@@ -1,0 +1,54 @@
+"""`make test`'s own set-up (tools/test.sh) on a machine without network: where the system Python
+has no pytest and no venv module, the wheels folder the README says how to make is used as it is.
+The script runs in a copy of the kit with stand-ins for nvcc, make, apt-get and pytest."""
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from grader import tasks
+
+
+def _kit(tmp_path: Path, with_wheels: bool) -> tuple:
+    kit = tmp_path / "kit"
+    (kit / "tools").mkdir(parents=True)
+    shutil.copy(tasks.ROOT / "tools" / "test.sh", kit / "tools" / "test.sh")
+    if with_wheels:
+        (kit / "wheels").mkdir()
+        with zipfile.ZipFile(kit / "wheels" / "pytest-99.0-py3-none-any.whl", "w") as w:  # a stand-in pytest
+            w.writestr("pytest/__init__.py", "")
+            w.writestr("pytest/__main__.py", "import sys\nprint('stand-in pytest ran:', ' '.join(sys.argv[1:3]))\n")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    stubs = {
+        "nvcc": "exit 0",
+        "make": "exit 0",
+        "apt-get": "exit 1",  # no network
+        # The system Python, without pytest and without the venv module (no python3-venv).
+        "python3": (f'case "$*" in *"import ensurepip"*|*"-m venv"*) exit 1;; esac\n'
+                    f'exec {sys.executable} -S "$@"'),
+    }
+    for name, body in stubs.items():
+        (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_ / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTHONPATH", "KIT_WHEELS", "VIRTUAL_ENV")}
+    env["PATH"] = f"{bin_}:/usr/bin:/bin"
+    return kit, env
+
+
+def test_without_network_or_a_venv_module_make_test_runs_pytest_from_the_unpacked_wheels(tmp_path):
+    kit, env = _kit(tmp_path, with_wheels=True)
+    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "python3 -m venv is not available here (apt-get install python3-venv)" in r.stdout
+    assert "stand-in pytest ran: grader/tests slides_examples/tests" in r.stdout
+    assert (kit / ".venv" / "wheels" / "pytest" / "__main__.py").is_file()
+
+
+def test_without_network_venv_module_or_wheels_make_test_stops_with_one_line_saying_what_to_do(tmp_path):
+    kit, env = _kit(tmp_path, with_wheels=False)
+    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == "test: python3 -m venv failed: install python3-venv"
