@@ -2,6 +2,7 @@
 kernel.cu compiled on its own, scanned for forbidden calls, and linked with the runner."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
@@ -61,10 +62,17 @@ def _nvcc() -> str:
 
 def build_harness(task: Task, arch: str, log: Path) -> None:
     """The checker and the runner's objects of one assignment, built once per architecture."""
+    build_harnesses([task], arch, log)
+
+
+def build_harnesses(tasks: list, arch: str, log: Path) -> None:
+    """build_harness for several assignments at once, their files compiled in parallel (a batch's
+    first step: one after the other, six assignments took 90 s of a fresh machine's time)."""
     require_nvcc()
-    run = make(["harness", f"A={task.name}", f"ARCH={arch}"], log, timeout=1800)
+    names = " ".join(t.name for t in tasks)
+    run = make([f"-j{os.cpu_count() or 1}", "harness", f"A={names}", f"ARCH={arch}"], log, timeout=1800)
     if run.returncode != 0:
-        raise KitError(f"the harness of {task.name} did not build (see {log}):\n{run.output}")
+        raise KitError(f"the harness of {names} did not build (see {log}):\n{run.output}")
 
 
 def runner_objects(task: Task, arch: str) -> list:

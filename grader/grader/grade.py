@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from . import build, judged, protocol, sandbox, score, workdir
 from .checks import case_result, explain, number
@@ -42,6 +42,9 @@ class Options:
     all_routes: bool = False
     """Time every library route of the assignment, not only the baseline the score is drawn from (the
     bench's tables compare them; each route costs a grading a second or two)."""
+    baselines: Optional[Callable] = None
+    """Times the library's route for a graded case, as _baselines does (a batch passes one that times
+    it once for the whole class); None: timed in this grading."""
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
@@ -138,7 +141,7 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
 
     t0 = time.monotonic()
     try:
-        performance(task, work, gpu, opts.secret, result, opts.gpus, opts.all_routes)
+        performance(task, work, gpu, opts.secret, result, opts.gpus, opts.all_routes, opts.baselines)
     except Forbidden as f:
         return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["performance"] = time.monotonic() - t0
@@ -256,11 +259,11 @@ def _judge_failed(task: Task, s: judged.Session) -> None:
 # Performance.
 
 def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
-                gpus: Optional[tuple] = None, all_routes: bool = False) -> None:
+                gpus: Optional[tuple] = None, all_routes: bool = False, baselines: Optional[Callable] = None) -> None:
     """Times every graded case; the performance points are the mean of theirs. The first failure
     (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
     for graded in task.graded:
-        perf = _time_one(task, work, gpu, graded, secret, result, gpus, all_routes)
+        perf = _time_one(task, work, gpu, graded, secret, result, gpus, all_routes, baselines)
         if perf is None:
             return
         result.performance.append(perf)
@@ -273,7 +276,8 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
 
 
 def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int], result: GradeResult,
-              gpus: Optional[tuple] = None, all_routes: bool = False) -> Optional[Performance]:
+              gpus: Optional[tuple] = None, all_routes: bool = False,
+              baselines: Optional[Callable] = None) -> Optional[Performance]:
     g = graded.case
     line = protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params,
                               warmup=graded.warmup, runs=graded.runs)
@@ -303,8 +307,8 @@ def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int
     # The library's baseline route (or all its routes) and the empty call, timed by the same judge
     # once the runner is gone.
     baseline = task.data["performance"].get("baseline", "")
-    routes, overhead_ms = _baselines(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus,
-                                     None if all_routes else baseline)
+    routes, overhead_ms = (baselines or _baselines)(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus,
+                                                    None if all_routes else baseline)
     timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params, returned)

@@ -50,6 +50,8 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
         for b in p.baselines:
             out.append(f"     {b.name:<{lw}} {b.rate:>12,.1f} {p.metric}   median {b.timing.median_ms:.3f} ms"
                        f" (spread {100 * b.timing.spread:.1f}%)   you: {p.rate / b.rate:.2f}x")
+        if p.baseline_note:
+            out.append(f"     {'':<{lw}} ({p.baseline_note})")
         if p.peak:
             out.append(f"     {'GPU peak':<{lw}} {p.peak:>12,.1f} {p.metric}")
         if p.thresholds:

@@ -99,7 +99,10 @@ class Performance:
     baseline_name: str = ""
     """The library the rate is compared with and thresholds derive from (e.g. cublasDtrmm)."""
     baseline_rate: Optional[float] = None
-    """That library's rate on the same GPU, same size, measured in this grading."""
+    """That library's rate on the same GPU, same size, measured in this grading (in a batch: measured
+    once for the class, baseline_note)."""
+    baseline_note: str = ""
+    """Where the library's times come from when not from this grading (a batch's shared measurement)."""
     baselines: list = field(default_factory=list)
     """Every library route timed in this grading (Baseline), the one above included."""
     peak: Optional[float] = None

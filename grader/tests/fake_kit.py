@@ -86,6 +86,7 @@ def patches(folder: Path, calls: dict) -> dict:
 
     info = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
     return {(build, "build_harness"): lambda task, arch, log: None,
+            (build, "build_harnesses"): lambda tasks, arch, log: None,
             (build, "compile_submission"): compile_submission,
             (build, "scan_forbidden"): scan_forbidden,
             (build, "link_runner"): link_runner,

@@ -14,6 +14,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -215,6 +216,38 @@ def test_a_batch_gives_each_student_a_verdict_a_record_a_report_and_results_json
     assert set(summary["stages"]) >= {"build", "correctness", "performance"}
     text = capsys.readouterr().out
     assert "Batch summary" in text and "wall time" in text
+
+
+def test_a_batch_times_the_library_once_per_graded_case_and_every_record_compares_with_that_measurement(
+        fake_kit, tmp_path, monkeypatch):
+    timed = []
+    real = grade._baselines
+    monkeypatch.setattr(grade, "_baselines", lambda *a, **k: timed.append(a[4]) or real(*a, **k))
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for s in ("alice", "bob", "carol"):
+        (subs / s / "trmm").mkdir(parents=True)
+        (subs / s / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out)) == 0
+    assert timed == ["n4096"]  # trmm's one graded case, for the first of three correct submissions
+    recs = [json.loads((out / "records" / s / "trmm.json").read_text()) for s in ("alice", "bob", "carol")]
+    assert len({r["performance"][0]["baseline_rate"] for r in recs}) == 1
+    assert all("measured once for this batch on this GPU" in r["performance"][0]["baseline_note"] for r in recs)
+    assert "the same for every student" in (out / "reports" / "bob.md").read_text()
+
+
+def test_the_batch_s_library_times_are_measured_again_once_they_are_older_than_their_limit(monkeypatch):
+    from grader.batch.baselines import SharedBaselines
+    now = [0.0]
+    calls = []
+    monkeypatch.setattr(grade, "_baselines", lambda *a: calls.append(a) or ([("lib", None)], 0.01))
+    kept = SharedBaselines(max_age_s=600, clock=lambda: now[0])
+    task = SimpleNamespace(name="trmm")
+    for t in (0, 599, 601, 602):
+        now[0] = t
+        kept(task, Path("w"), "sm_90", "plan\n", "n4096", 2, (0,), "lib")
+    kept(task, Path("w"), "sm_90", "plan\n", "n4096", 2, (1,), "lib")  # another GPU: its own measurement
+    assert len(calls) == 3
+    assert kept.note("trmm", "n4096", (0,)) and kept.note("conv1d", "n4096", (0,)) is None
 
 
 def test_the_gradebook_has_one_row_per_student_and_one_per_member_of_a_group(tmp_path):

@@ -121,6 +121,8 @@ def student_report(student: str, info: dict, recs: list, task_of: dict, refs: di
                         f"{p.get('median_ms', 0):.3f} ms over {len(p['timing']['times_ms'])} runs")
                 if p.get("baseline_rate"):
                     line += f"; {p.get('baseline_name')}: {p['baseline_rate']:,.1f} ({p['rate'] / p['baseline_rate']:.2f}x)"
+                    if p.get("baseline_note"):
+                        line += f" ({p['baseline_note']})"
                 md += [line, ""]
                 body.append(f"<p>{html.escape(line)}</p>")
             prof = rec.get("profile") or {}

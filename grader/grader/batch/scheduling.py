@@ -21,6 +21,7 @@ from ..report import write_record
 from ..results import GpuInfo
 from . import Options, in_shard
 from .outputs import Outputs
+from .baselines import SharedBaselines
 from .gpus import Pool
 from .progress import Progress
 from .state import State, now, plain
@@ -99,6 +100,7 @@ class Batch(State, Outputs, Progress):
         self.jail = None
         self.isolation = {}
         self.steps = Steps()
+        self.baselines = SharedBaselines()
         self.gpus = Pool(opts.gpu_infos or {0: gpu})
         self.finishing = threading.Lock()  # one submission's outputs written at a time
         self.stopping = False  # interrupted: gradings still running on the GPUs are not recorded
@@ -146,8 +148,8 @@ class Batch(State, Outputs, Progress):
                   f"{len(todo)} submissions to grade, {skipped} already graded (kept)")
         needed = sorted({j.assignment for j in todo} | (set() if not o.reference else {
             a for e in entries for a in e.files}))
-        for a in needed:  # the harness once per assignment, before anything else
-            build.build_harness(self.tasks[a], self.gpu.arch, work_root / f"harness-{a}.log")
+        if needed:  # the harness once per assignment, before anything else
+            build.build_harnesses([self.tasks[a] for a in needed], self.gpu.arch, work_root / "harness.log")
         self._setup_jail(work_root)
         self._say("batch: isolation: " + "; ".join(f"{k} {v}" for k, v in self.isolation.items()))
         for e in entries:
@@ -262,7 +264,10 @@ class Batch(State, Outputs, Progress):
         try:
             with self.steps.shared():
                 grade.gpu_stages(task, job.work, self.gpus.info(ids),
-                                 grade.Options(gpus=ids, profile=self.opts.profile), job.result)
+                                 grade.Options(gpus=ids, profile=self.opts.profile, baselines=self.baselines),
+                                 job.result)
+            for p in job.result.performance:
+                p.baseline_note = self.baselines.note(task.name, p.case_id, ids) or ""
         except NoGpu as e:
             if self._gpu_works():
                 # The device is fine: the submission's own process ended with the runner's "no GPU" status.
