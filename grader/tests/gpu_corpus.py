@@ -1,8 +1,9 @@
 """The known submissions of assignments/<name>/tests/ (each file's first line is `// expect: VERDICT`),
-graded once per test session as one class in a batch, as a TA grades: in the jail where bubblewrap
-is installed, else without it. The builds of the next entries overlap the GPU stages of the current
-one, and no file is graded twice: the per-file verdict tests and the jailed hostile-corpus test read
-the same records.
+with every assignment's hidden reference and unfilled skeleton, graded once per test session as one
+class in a batch, as a TA grades: in the jail where bubblewrap is installed, else without it. The
+builds of the next entries overlap the GPU stages of the current one, and no file is graded twice:
+the per-file verdict tests and the jailed hostile-corpus test read the same records. Each graded
+case is timed TIMED_RUNS times, the fewest a batch allows (a task asks for 10 or 20).
 
   known()                         (assignment, file) of every known submission
   expectation(file, jailed)       what its header lines promise
@@ -57,8 +58,24 @@ def jail_changes(path: Path) -> bool:
 
 
 def student(name: str, path: Path) -> str:
-    """The entry a known submission is in the class: <assignment>-<file stem>."""
+    """The entry a file is in the class: <assignment>-<file stem>, or <assignment>-the-reference and
+    <assignment>-the-skeleton for the hidden reference and the unfilled skeleton."""
+    if path == reference(name):
+        return f"{name}-the-reference"
+    if path == skeleton(name):
+        return f"{name}-the-skeleton"
     return f"{name}-{path.stem}"
+
+
+def reference(name: str) -> Path:
+    return ROOT / "reference" / name / "kernel.cu"
+
+
+def skeleton(name: str) -> Path:
+    return ROOT / "student_template" / name / "kernel.cu"
+
+
+TIMED_RUNS = 10
 
 
 @dataclass
@@ -77,12 +94,13 @@ class Corpus:
 def grade_class(gpu, root: Path) -> Corpus:
     subs, out = root / "class", root / "out"
     graded = {name for name in tasks.registry() if tasks.load(name).gpus_required <= gpu.count}
-    for name, f in known():
+    files = known() + [(name, f) for name in tasks.registry() for f in (reference(name), skeleton(name))]
+    for name, f in files:
         if name in graded:
             (subs / student(name, f) / name).mkdir(parents=True)
             shutil.copy(f, subs / student(name, f) / name / "kernel.cu")
     jailed = shutil.which("bwrap") is not None
     rc = batch.main(SimpleNamespace(submissions=subs, out=out, jobs=os.cpu_count() or 4, assignments=sorted(graded),
-                                    regrade=None, regrade_all=False, timed_runs=None, no_reference=True,
+                                    regrade=None, regrade_all=False, timed_runs=TIMED_RUNS, no_reference=True,
                                     no_isolation=not jailed, memory_gib=16))
     return Corpus(out, rc, jailed, graded)

@@ -1,6 +1,6 @@
-"""GPU tests: grade the hidden references and the skeletons on the local GPU, and check the verdict
-of every known submission kept in assignments/<name>/tests/, all of them graded once as a class in a
-batch (gpu_corpus.py: in the jail where bubblewrap is installed). Skipped without a GPU."""
+"""GPU tests: the hidden references, the skeletons and every known submission kept in
+assignments/<name>/tests/ get their verdicts on the local GPU, all of them graded once as a class in
+a batch (gpu_corpus.py: in the jail where bubblewrap is installed). Skipped without a GPU."""
 
 import pytest
 
@@ -8,9 +8,6 @@ import gpu_corpus
 from grader import tasks
 from grader.grade import grade
 from grader.results import Verdict
-
-ROOT = tasks.ROOT
-
 
 def load_or_skip(name, gpu):
     """The task, or a skip naming why this machine cannot grade it (jacobi_2gpu on one GPU)."""
@@ -21,21 +18,23 @@ def load_or_skip(name, gpu):
 
 
 @pytest.mark.parametrize("name", tasks.registry())
-def test_the_hidden_reference_gets_full_marks(local_gpu, name):
+def test_the_hidden_reference_gets_full_marks(local_gpu, corpus, name):
     task = load_or_skip(name, local_gpu)
-    r = grade(task, ROOT / "reference" / name / "kernel.cu", local_gpu)
-    assert r.verdict == Verdict.CORRECT, r.message
-    assert all(c.verdict == Verdict.CORRECT for c in r.cases)
-    assert r.score == r.max_score, "; ".join(f"{p.rate:.0f} {task.metric} earned {p.points} points" for p in r.performance)
-    assert all(p.baseline_rate for p in r.performance), "the library baseline was timed next to it"
+    r = corpus.record(name, gpu_corpus.reference(name))
+    assert r["verdict"] == "correct", r["message"]
+    assert all(c["verdict"] == "correct" for c in r["cases"])
+    assert r["score"] == r["max_score"], "; ".join(f"{p['rate']:.0f} {task.metric} earned {p['points']} points"
+                                                   for p in r["performance"])
+    assert all(p["baseline_rate"] for p in r["performance"]), "the library baseline was timed next to it"
 
 
 @pytest.mark.parametrize("name", tasks.registry())
-def test_the_unfilled_skeleton_is_incorrect_because_nothing_was_computed(local_gpu, name):
-    r = grade(load_or_skip(name, local_gpu), ROOT / "student_template" / name / "kernel.cu", local_gpu)
-    assert r.verdict == Verdict.INCORRECT
-    assert "not computed" in r.message
-    assert r.score == 0
+def test_the_unfilled_skeleton_is_incorrect_because_nothing_was_computed(local_gpu, corpus, name):
+    load_or_skip(name, local_gpu)
+    r = corpus.record(name, gpu_corpus.skeleton(name))
+    assert r["verdict"] == "incorrect"
+    assert "not computed" in r["message"]
+    assert r["score"] == 0
 
 
 @pytest.mark.parametrize("name,path", [pytest.param(n, f, id=f"{n}/{f.stem}") for n, f in gpu_corpus.known()])
