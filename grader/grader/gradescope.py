@@ -187,8 +187,7 @@ def main(args) -> int:
             return 2
         isolation = {"jail": "OFF (--no-isolation): student code ran unjailed"}
         if not getattr(args, "no_isolation", False):
-            for a in entry.files:
-                build.build_harness(task_of[a], gpu.arch, work_root / f"harness-{a}.log")
+            build.build_harnesses([task_of[a] for a in entry.files], gpu.arch, work_root / "harness.log")
             try:
                 isolation = sandbox.open_jail(work_root, tasks.ROOT / "harness" / "include",
                                               build.probe_path(gpu.arch), Limits()).describe()

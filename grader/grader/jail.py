@@ -21,6 +21,7 @@ jail: find() says why in one line, and batch and Gradescope grading refuse to ru
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -66,7 +67,6 @@ class Jail:
     """A folder of copies of the kit files a jailed step reads (expose()), readable by the jailed
     user; None: the files are bound where they are."""
     _exposed: dict = field(default_factory=dict, repr=False)
-    _tool_libs: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def expose(self, path: Path) -> Path:
@@ -140,7 +140,7 @@ class Jail:
                 # The tool's own executables load libraries the runner does not (libutil, libpthread):
                 # those too, and nothing more (the sanitized run's findings can only lower a grade).
                 a += _ro(self.sanitizer)
-                for lib in self._libraries_of(self.sanitizer):
+                for lib in tool_libraries(self.sanitizer):
                     if lib not in self.runtime:
                         a += _ro(lib)
         else:
@@ -150,13 +150,6 @@ class Jail:
             a += _ro(p)
         a += ["--chdir", str(work), "--"]
         return a + [str(c) for c in cmd]
-
-    def _libraries_of(self, folder: Path) -> list:
-        """The libraries the programs and libraries in `folder` load (found once per folder)."""
-        with self._lock:
-            if folder not in self._tool_libs:
-                self._tool_libs[folder] = tool_libraries(folder)
-            return self._tool_libs[folder]
 
     def describe(self) -> dict:
         """What was in force, as each batch record shows it."""
@@ -279,24 +272,17 @@ def runtime_libraries(probe: Optional[Path]) -> list:
     return sorted(p for p in out if os.path.isfile(p) and not _forbidden(p))
 
 
-def tool_libraries(folder: Path) -> list:
-    """The system libraries a tool's folder (compute-sanitizer's) needs: what each executable or
-    library directly inside it loads, each as found and as resolved; the folder's own files are
-    bound with the folder."""
+@functools.lru_cache(maxsize=None)
+def tool_libraries(folder: Path) -> tuple:
+    """The system libraries a tool's folder (compute-sanitizer's) needs: what each program or library
+    directly inside it loads (ldd lists nothing for its other files), each as found and as resolved;
+    the folder's own files are bound with the folder. Found once per folder."""
     found = set()
     for f in sorted(Path(folder).iterdir()):
-        if f.is_file() and _is_elf(f):
+        if f.is_file():
             found.update(lib for lib in _ldd(f) if not lib.startswith(f"{folder}/"))
     out = {p for f in found for p in (f, str(Path(f).resolve()))}
-    return sorted(p for p in out if os.path.isfile(p) and not _forbidden(p))
-
-
-def _is_elf(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
+    return tuple(sorted(p for p in out if os.path.isfile(p) and not _forbidden(p)))
 
 
 FORBIDDEN_LIBS = ("libcublas", "libcublasLt", "libcufft", "libcudnn", "libnccl", "libcusolver", "libcusparse",

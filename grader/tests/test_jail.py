@@ -328,7 +328,7 @@ def test_compute_sanitizer_s_folder_runs_in_the_sanitize_view_with_the_libraries
     box.jail.sanitizer = tool
     run = sandbox.run([str(tool / "compute-sanitizer")], box.work, box.tmp / "log", timeout=30, view="sanitize")
     assert run.returncode == 0, run.output
-    assert "libm.so" in " ".join(box.jail._libraries_of(tool))
+    assert "libm.so" in " ".join(jail.tool_libraries(tool))
     run = sandbox.run([str(tool / "compute-sanitizer")], box.work, box.tmp / "log", timeout=30, view="run")
     assert run.returncode != 0 and "No such file" in run.output  # the other views never see it
 

@@ -25,7 +25,9 @@ class SharedBaselines:
         self.max_age_s = max_age_s
         self._clock = clock
         self._kept = {}
-        """key -> (monotonic time, wall-clock time, (routes, overhead ms))"""
+        """(assignment, case, GPUs, route, plan) -> (monotonic time, (routes, overhead ms))"""
+        self._at = {}
+        """(assignment, case, GPUs) -> the wall-clock time of its latest measurement"""
         self._lock = threading.Lock()
 
     def __call__(self, task, work, arch, plan, case_id, warmup, gpus=None, route=None):
@@ -33,17 +35,18 @@ class SharedBaselines:
         with self._lock:
             kept = self._kept.get(key)
         if kept and self._clock() - kept[0] < self.max_age_s:
-            return kept[2]
+            return kept[1]
         got = grade._baselines(task, work, arch, plan, case_id, warmup, gpus, route)
         with self._lock:
-            self._kept[key] = (self._clock(), time.strftime("%H:%M:%S"), got)
+            self._kept[key] = (self._clock(), got)
+            self._at[key[:3]] = time.strftime("%H:%M:%S")
         return got
 
     def note(self, name: str, case_id: str, gpus) -> Optional[str]:
         """What a record says of where its library times come from."""
         with self._lock:
-            at = [k[1] for key, k in self._kept.items() if key[:3] == (name, case_id, tuple(gpus or ()))]
+            at = self._at.get((name, case_id, tuple(gpus or ())))
         if not at:
             return None
-        return (f"the library's times: measured once for this batch on this GPU (at {max(at)}, again every "
+        return (f"the library's times: measured once for this batch on this GPU (at {at}, again every "
                 f"{self.max_age_s / 60:g} minutes), the same for every student")

@@ -182,8 +182,7 @@ def prepare(opts: Options) -> int:
     batch.out.mkdir(parents=True, exist_ok=True)
     work_root = workdir.new("kit-prepare-")
     try:
-        for a in batch.tasks:
-            build.build_harness(batch.tasks[a], info.arch, work_root / f"harness-{a}.log")
+        build.build_harnesses(list(batch.tasks.values()), info.arch, work_root / "harness.log")
         if opts.reference:
             batch._references(list(batch.tasks), work_root)
     finally:
