@@ -60,8 +60,10 @@ def main(argv=None) -> int:
                                                                 "files and network (debugging the kit only)")
     b.add_argument("--memory-gib", type=float, default=16, help="host memory of all of one submission's processes, "
                                                                  "GiB (default 16)")
-    b.add_argument("--gpus", metavar="LIST", help="the GPUs to grade on, one grading each at once, as nvidia-smi "
+    b.add_argument("--gpus", metavar="LIST", help="the GPUs to grade on, one timing each at once, as nvidia-smi "
                                                   "numbers them, e.g. 0,2 (default: every GPU of GPU 0's model)")
+    b.add_argument("--checks-per-gpu", type=int, metavar="N", help="submissions checked (correctness, races) at once "
+                   "on one GPU (default 4; a timing always has its GPU alone; 1: one submission at a time)")
     b.add_argument("--mixed-gpus", action="store_true", help="allow GPUs of different models in one batch")
     b.add_argument("--shard", metavar="I/N", help="grade only the I-th of N shares of the class (a Slurm array task)")
     b.add_argument("--slurm", action="store_true", help="submit the class to Slurm as a job array (then --status)")

@@ -115,13 +115,22 @@ def skipped(task: Task, gpu: GpuInfo, result: GradeResult) -> bool:
 def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: GradeResult) -> GradeResult:
     """The GPU part, on the runner build_stage() linked in work/: correctness, races, performance.
     Timings must not share the GPU: run one submission's gpu_stages at a time."""
+    if check_stages(task, work, gpu, opts, result):
+        timing_stages(task, work, gpu, opts, result)
+    return result
+
+
+def check_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: GradeResult) -> bool:
+    """Correctness and races: whether the submission goes on to be timed. Nothing here is timed, so
+    several submissions' checks may share a GPU (a batch does)."""
     if skipped(task, gpu, result):
-        return result
+        return False
     t0 = time.monotonic()
     try:
         result.cases = correctness(task, work, gpu.arch, opts.secret, opts.gpus)
     except Forbidden as f:
-        return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
+        _fail(result, Verdict.FORBIDDEN_CALL, str(f))
+        return False
     result.stage_seconds["correctness"] = time.monotonic() - t0
     passed = {c.id for c in result.cases if c.verdict == Verdict.CORRECT}
     result.correctness_points = score.correctness_points(task, passed)
@@ -130,15 +139,17 @@ def gpu_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Grad
     if failed:
         result.verdict = failed.verdict
         result.message = f"case {_describe(task, failed.id)}: {failed.message}"
-        return result
-
+        return False
     if task.sanitize:
         t0 = time.monotonic()
         sanitize(task, work, result, opts.gpus)
         result.stage_seconds["sanitize"] = time.monotonic() - t0
-        if result.verdict != Verdict.CORRECT:
-            return result
+    return result.verdict == Verdict.CORRECT
 
+
+def timing_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: GradeResult) -> GradeResult:
+    """Performance (and the profile, when asked) of a submission check_stages() passed; with the GPU
+    to itself."""
     t0 = time.monotonic()
     try:
         performance(task, work, gpu, opts.secret, result, opts.gpus, opts.all_routes, opts.baselines)
@@ -178,8 +189,8 @@ def _describe(task: Task, case_id: str) -> str:
 
 def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: Optional[tuple] = None) -> list:
     """One CaseResult per case. The judge runs the pending cases in order; after a fault the rest
-    run with a fresh runner, after a timeout they are not run. Forbidden when the runner loaded a
-    forbidden library."""
+    run with a fresh runner, after a timeout or a limit of the jail they are not run. Forbidden when
+    the runner loaded a forbidden library."""
     verdicts, seconds, checks = {}, {}, {}
     pending = list(task.cases)
     attempt = 0
@@ -211,6 +222,12 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
                 verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case timed out")
             break
         verdicts[current] = s.fault(current, conceal=next(c.hidden for c in pending if c.id == current))
+        if s.runner is not None and s.runner.stopped_for:
+            # Over the jail's memory or disk limit: the machine is protected, not the rest of the cases
+            # graded (a hog in its first call would take every fresh runner to the limit again).
+            for later in ids[ids.index(current) + 1:]:
+                verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case went over the jail's limits")
+            break
         pending = [c for c in pending[ids.index(current) + 1:]]
 
     out = []

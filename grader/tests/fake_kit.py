@@ -78,11 +78,11 @@ def patches(folder: Path, calls: dict) -> dict:
             _wrapper(work / "runner", "runner", work / "scenario")
         return True, ""
 
-    real_gpu_stages = grade.gpu_stages
+    real_check_stages = grade.check_stages
 
-    def gpu_stages(task, work, gpu, opts, result):
+    def check_stages(task, work, gpu, opts, result):
         calls["gpu"].append(result.submission)
-        return real_gpu_stages(task, work, gpu, opts, result)
+        return real_check_stages(task, work, gpu, opts, result)
 
     info = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
     return {(build, "build_harness"): lambda task, arch, log: None,
@@ -91,7 +91,7 @@ def patches(folder: Path, calls: dict) -> dict:
             (build, "scan_forbidden"): scan_forbidden,
             (build, "link_runner"): link_runner,
             (build, "checker_path"): lambda task, arch: checker,
-            (grade, "gpu_stages"): gpu_stages,
+            (grade, "check_stages"): check_stages,
             (gpu_mod, "detect"): lambda index=0: info}
 
 
@@ -100,7 +100,8 @@ def patches(folder: Path, calls: dict) -> dict:
 
 def args(subs: Path, out: Path, *extra) -> SimpleNamespace:
     ns = SimpleNamespace(submissions=subs, out=out, jobs=2, assignments=["trmm"], regrade=None, regrade_all=False,
-                         timed_runs=None, no_reference=True, no_isolation=True, memory_gib=16)
+                         timed_runs=None, no_reference=True, no_isolation=True, memory_gib=16,
+                         checks_per_gpu=1)  # one submission on the GPU at a time: each graded once
     for k, v in extra:
         setattr(ns, k, v)
     return ns

@@ -290,13 +290,11 @@ def test_a_second_run_regrades_nothing_and_regrade_redoes_only_the_student_named
 
 def test_an_interrupted_batch_keeps_what_finished_and_resumes_with_the_rest(fake_kit, tmp_path, monkeypatch):
     subs, out = make_class(tmp_path), tmp_path / "out"
-    real = grade.gpu_stages
+    real = grade.timing_stages
 
-    def interrupt_second(task, work, gpu, opts, result):
-        if len(fake_kit["gpu"]) == 2:
-            raise KeyboardInterrupt
-        return real(task, work, gpu, opts, result)
-    monkeypatch.setattr(grade, "gpu_stages", interrupt_second)
+    def interrupt(task, work, gpu, opts, result):
+        raise KeyboardInterrupt  # Ctrl-C while alice, the one correct entry, is timed
+    monkeypatch.setattr(grade, "timing_stages", interrupt)
 
     def hard_exit(code):
         raise SystemExit(code)
@@ -304,14 +302,13 @@ def test_an_interrupted_batch_keeps_what_finished_and_resumes_with_the_rest(fake
     with pytest.raises(SystemExit) as stopped:
         batch.main(args(subs, out, ("jobs", 1)))
     assert stopped.value.code == 130
-    done = json.loads((out / "state.json").read_text())["done"]
-    # One build at a time, one GPU: alice and bob were graded, carol was cut short (erin, who does not
-    # build, may have been recorded meanwhile).
-    assert {"alice/trmm", "bob/trmm"} <= set(done) and "carol/trmm" not in done
-    monkeypatch.setattr(grade, "gpu_stages", real)
+    done = set(json.loads((out / "state.json").read_text())["done"])
+    assert "alice/trmm" not in done  # cut short: not recorded
+    monkeypatch.setattr(grade, "timing_stages", real)
     before = len(fake_kit["gpu"])
     assert batch.main(args(subs, out)) == 0
-    assert fake_kit["gpu"][before:] == [f"carol.tar.gz: carol/kernel.cu"]
+    again = {c.split(":")[0].split(".")[0] for c in fake_kit["gpu"][before:]}
+    assert again == {k.split("/")[0] for k in {"alice/trmm", "bob/trmm", "carol/trmm"} - done}  # the rest only
     assert len(json.loads((out / "state.json").read_text())["done"]) == 4
 
 
@@ -464,8 +461,8 @@ def test_an_assignment_this_machine_cannot_grade_is_left_for_a_later_batch_with_
                                                                                          monkeypatch):
     def cannot(task, work, gpu, opts, result):
         result.verdict, result.message = grade.Verdict.SKIPPED, "trmm needs 2 GPUs and this machine has 1"
-        return result
-    monkeypatch.setattr(grade, "gpu_stages", cannot)
+        return False
+    monkeypatch.setattr(grade, "check_stages", cannot)
     subs, out = make_class(tmp_path), tmp_path / "out"
     assert batch.main(args(subs, out)) == 0
     book = {r["student"]: r for r in read_gradebook(out)}
@@ -636,3 +633,108 @@ def test_gradescope_results_have_a_leaderboard_entry_for_a_correct_submission_on
     assert alice["leaderboard"][0]["order"] == "desc" and alice["leaderboard"][0]["value"] > 0
     bob = json.loads((out / "gradescope" / "bob" / "results.json").read_text())
     assert bob["leaderboard"] == []
+
+
+class Stages:
+    """grade.check_stages and grade.timing_stages wrapped: who ran when, and how many checks at once."""
+
+    def __init__(self, monkeypatch, hold_s=0.3):
+        import threading
+        import time
+        self.lock, self.time, self.hold_s = threading.Lock(), time, hold_s
+        self.spans, self.checking, self.timing, self.most_checks = [], set(), 0, 0
+        self.overlaps = []  # (what, student) that ran while a timing held the GPU, or a timing while anything ran
+        real_check, real_timing = grade.check_stages, grade.timing_stages
+        monkeypatch.setattr(grade, "check_stages", lambda *a: self.run("check", real_check, *a))
+        monkeypatch.setattr(grade, "timing_stages", lambda *a: self.run("timing", real_timing, *a))
+
+    def student(self, result) -> str:
+        return result.submission.split(":")[0].split("/")[0].split(".")[0]
+
+    def run(self, kind, real, task, work, gpu, opts, result):
+        who = self.student(result)
+        with self.lock:
+            if self.timing or (kind == "timing" and self.checking):
+                self.overlaps.append((kind, who))
+            if kind == "check":
+                self.checking.add(who)
+                self.most_checks = max(self.most_checks, len(self.checking))
+            else:
+                self.timing += 1
+        try:
+            return self.decide(kind, who, real, task, work, gpu, opts, result)
+        finally:
+            with self.lock:
+                if kind == "check":
+                    self.checking.discard(who)
+                else:
+                    self.timing -= 1
+                self.spans.append((kind, who))
+
+    def decide(self, kind, who, real, task, work, gpu, opts, result):
+        self.time.sleep(self.hold_s)  # long enough for the next builds to reach the GPU
+        return real(task, work, gpu, opts, result)
+
+
+def correct_class(root: Path, n: int) -> Path:
+    for i in range(n):
+        (root / f"s{i}" / "trmm").mkdir(parents=True)
+        (root / f"s{i}" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    return root
+
+
+def test_checks_of_several_submissions_share_the_gpu_while_a_timing_has_it_to_itself(fake_kit, tmp_path,
+                                                                                    monkeypatch):
+    stages = Stages(monkeypatch)
+    subs, out = correct_class(tmp_path / "class", 6), tmp_path / "out"
+    assert batch.main(args(subs, out, ("checks_per_gpu", 3), ("jobs", 6))) == 0
+    assert 2 <= stages.most_checks <= 3, stages.spans
+    assert stages.overlaps == [], "a timing shared the GPU"
+    assert sorted(w for k, w in stages.spans if k == "timing") == [f"s{i}" for i in range(6)]
+    book = {r["student"]: r for r in read_gradebook(out)}
+    assert all(float(book[f"s{i}"]["trmm"]) == 100 for i in range(6))
+
+
+def test_a_check_that_faults_beside_another_submissions_is_run_again_alone_before_its_verdict_counts(
+        fake_kit, tmp_path, monkeypatch):
+    """A neighbour whose check takes the GPU's memory makes a correct submission's check fail while
+    they share it: its verdict is the one it gets with the GPU to itself."""
+    stages = Stages(monkeypatch)
+    real_decide = stages.decide
+
+    def neighbour_takes_the_memory(kind, who, real, task, work, gpu, opts, result):
+        if kind == "check" and who == "victim":
+            stages.time.sleep(0.5)  # the neighbour is checked meanwhile
+            with stages.lock:
+                beside = stages.checking - {"victim"}
+            if beside:
+                result.verdict, result.message = grade.Verdict.RUNTIME_ERROR, "cudaErrorMemoryAllocation"
+                result.score = 0.0
+                return False
+        if kind == "check" and who == "neighbour":
+            stages.time.sleep(1.5)
+        if kind == "check" and who == "wrong":
+            stages.time.sleep(0.5)
+            with stages.lock:
+                assert "neighbour" in stages.checking
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = neighbour_takes_the_memory
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who, scenario in (("neighbour", "reference"), ("victim", "reference"), ("wrong", "skeleton")):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel(scenario))
+    assert batch.main(args(subs, out, ("checks_per_gpu", 4), ("jobs", 3))) == 0
+    rec = json.loads((out / "records" / "victim" / "trmm.json").read_text())
+    assert rec["verdict"] == "correct" and rec["score"] == 100, rec.get("message")
+    assert "run again with the GPU to itself" in rec["batch"]["checked_alone"]
+    assert [w for k, w in stages.spans if k == "check"].count("victim") == 2
+    assert "checked_alone" not in json.loads((out / "records" / "neighbour" / "trmm.json").read_text())["batch"]
+    # A wrong output is the submission's own, beside others or not: checked once.
+    assert json.loads((out / "records" / "wrong" / "trmm.json").read_text())["verdict"] == "incorrect"
+    assert [w for k, w in stages.spans if k == "check"].count("wrong") == 1
+
+
+def test_checks_per_gpu_out_of_range_is_refused_with_the_range(tmp_path):
+    (tmp_path / "class").mkdir()
+    with pytest.raises(tasks.TaskError, match="--checks-per-gpu 0: expected 1"):
+        batch.main(args(tmp_path / "class", tmp_path / "out", ("checks_per_gpu", 0)))

@@ -84,8 +84,9 @@ def test_a_class_with_hostile_entries_is_graded_in_the_jail_and_nothing_outside_
     before = snapshot(*outside)
     tmp_before = set(os.listdir("/tmp"))
 
-    rc = batch.main(SimpleNamespace(submissions=subs, out=out, jobs=4, assignments=["conv1d"], regrade=None,
-                                    regrade_all=False, timed_runs=10, no_reference=True, no_isolation=False,
+    rc = batch.main(SimpleNamespace(submissions=subs, out=out, jobs=os.cpu_count() or 4, assignments=["conv1d"],
+                                    regrade=None, regrade_all=False, timed_runs=10, no_reference=True,
+                                    no_isolation=False,
                                     memory_gib=4))  # the memory hogs reach it sooner than the default 16
     stop.set()
 

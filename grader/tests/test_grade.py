@@ -164,3 +164,23 @@ def test_a_wrong_array_names_its_worst_element():
            "worst_want": 2.0}
     assert checks.explain(rec, 1e-10) == ("relative error 5.0e-01 exceeds the tolerance 1e-10 "
                                          "(worst: C[4] = 1, expected 2)")
+
+
+def test_a_runner_stopped_at_the_jails_memory_limit_leaves_the_later_cases_not_run(monkeypatch):
+    """A hog in its first call would take every fresh runner to the limit again (30 s of a
+    batch's GPU time for an 11-case assignment): the first kill ends the stage."""
+    from grader import judged, sandbox
+    task = tasks.load("conv1d")
+    first = task.cases[0].id
+    sessions = []
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        runner = sandbox.Run(-9, False, 1.0, "", "used more than 4 GiB of host memory")
+        sessions.append(label)
+        return judged.Session(records=[{"event": "ready"}, {"event": "start", "case": first}], runner=runner)
+
+    monkeypatch.setattr(grade, "_session", session)
+    cases = grade.correctness(task, Path("work"), "sm_90", None)
+    assert sessions == ["correctness1"]
+    assert cases[0].verdict == Verdict.RUNTIME_ERROR and "4 GiB of host memory" in cases[0].message
+    assert all(c.verdict == Verdict.NOT_RUN and "limits" in c.message for c in cases[1:])

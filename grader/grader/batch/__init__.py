@@ -5,10 +5,11 @@
                              [--similarity] [--slurm ... | --status | --shard I/N]
 
 DIR holds one entry per student (see submissions.py for the layouts and how files are matched to
-assignments). Builds run in parallel on the CPU cores; the GPU stages (correctness, races,
-performance) run one submission per GPU at once (gpus.py), so that no two timings share a GPU; on
-a cluster, as a Slurm job array (slurm.py). Hidden cases are included. Each submission is graded in
-its own work folder, its programs in the sandbox's jail.
+assignments). Builds run in parallel on the CPU cores; the checks (correctness, races) of up to
+--checks-per-gpu submissions share a GPU, and a timing has its GPU to itself (gpus.py), so that
+nothing else runs while a submission is timed; on a cluster, as a Slurm job array (slurm.py).
+Hidden cases are included. Each submission is graded in its own work folder, its programs in the
+sandbox's jail.
 
 Under --out (default grades/batch):
   gradebook.csv                  one row per student: a column per assignment, the total, notes
@@ -28,7 +29,7 @@ Under --out (default grades/batch):
                                  other, the reference or the lecture's examples (similarity.py)
 Everything is written as each submission finishes, each file whole or not at all.
 
-One module per job: scheduling.py (the to-do list, builds in parallel, GPU stages one per GPU, the
+One module per job: scheduling.py (the to-do list, builds in parallel, checks side by side and timings alone, the
 jail), gpus.py (which GPUs, handed out), state.py (state.json), outputs.py (records, gradebook,
 summary), reports.py (per-student reports), progress.py (the progress line), slurm.py (the cluster).
 """
@@ -76,6 +77,8 @@ class Options:
     """Allow GPUs of different models in one batch (each record names its own)."""
     gpu_infos: Optional[dict] = None
     """{index: GpuInfo} of the GPUs chosen (filled in by main)."""
+    checks_per_gpu: int = 4
+    """Submissions checked (correctness, races) at once on one GPU; a timing always has it alone."""
     profile: bool = False
     """Profile each submission that was timed (Nsight Compute, in its jail); never part of the score."""
 
@@ -87,10 +90,14 @@ def main(args) -> int:
         timed_runs=args.timed_runs or 0, reference=not args.no_reference, isolation=not args.no_isolation,
         memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)),
         gpus=gpus_mod.parse(getattr(args, "gpus", None)),
-        mixed_gpus=getattr(args, "mixed_gpus", False), profile=getattr(args, "profile", False))
+        mixed_gpus=getattr(args, "mixed_gpus", False), profile=getattr(args, "profile", False),
+        checks_per_gpu=Options.checks_per_gpu if getattr(args, "checks_per_gpu", None) is None
+        else args.checks_per_gpu)
     if getattr(args, "slurm", False) or getattr(args, "status", False) or getattr(args, "merge", None):
         from . import slurm  # the cluster route: submit, see progress, merge
         return slurm.main(args, opts)
+    if opts.checks_per_gpu < 1 or opts.checks_per_gpu > 64:
+        raise tasks.TaskError(f"--checks-per-gpu {opts.checks_per_gpu}: expected 1 (one submission at a time) to 64")
     if opts.memory_bytes < (1 << 30):
         raise tasks.TaskError(f"--memory-gib {args.memory_gib:g}: a submission needs at least 1 GiB of host memory")
     if not opts.submissions.is_dir():

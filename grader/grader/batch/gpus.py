@@ -1,9 +1,11 @@
-"""The GPUs a batch grades on: one grading per GPU at once (two for a two-GPU assignment), and never
-GPUs of two models in one batch unless asked, since the thresholds differ per model."""
+"""The GPUs a batch grades on: a timing has its GPUs to itself (two for a two-GPU assignment), checks
+share them, and never GPUs of two models in one batch unless asked, since the thresholds differ per
+model."""
 from __future__ import annotations
 
 import dataclasses
 import threading
+from contextlib import contextmanager
 from typing import Optional
 
 from .. import gpu as gpu_mod, tasks
@@ -48,12 +50,28 @@ def choose(requested: Optional[list], mixed: bool = False, say=print) -> dict:
     return infos
 
 
-class Pool:
-    """GPUs handed out to gradings: acquire(n) waits until n are free."""
+class Check:
+    """One check's hold on its GPUs: whether another check ran on them at some moment of it."""
 
-    def __init__(self, infos: dict):
+    def __init__(self, ids: tuple):
+        self.ids = ids
+        self.shared = False
+
+
+class Pool:
+    """GPUs handed out to gradings. Checks (correctness, races) share: check(n) holds n GPUs with up
+    to `checks` - 1 other checks each. A timing holds its GPUs alone: acquire(n) waits until no check
+    is left to start (expect_check() announces one), then has n GPUs reserved, so that no new check
+    starts there, and waits for the checks running there. Checks go first because they run side by
+    side: the GPU time of a batch is then about its timings plus its checks / `checks`."""
+
+    def __init__(self, infos: dict, checks: int = 1):
         self.infos = dict(sorted(infos.items()))
-        self._free = list(self.infos)
+        self.checks = max(1, checks)
+        self._alone = set()      # GPUs held by a timing
+        self._reserved = set()   # GPUs a timing waits for
+        self._running = {i: [] for i in self.infos}  # the checks on each GPU
+        self._waiting = 0  # checks announced and not started
         self._cv = threading.Condition()
 
     def __len__(self) -> int:
@@ -63,17 +81,52 @@ class Pool:
         return tuple(list(self.infos)[:n])
 
     def acquire(self, n: int) -> tuple:
-        """n free GPUs (all of them where there are fewer: the grading then says it cannot run here)."""
+        """n GPUs for a timing, alone (all of them where there are fewer: the grading then says it cannot
+        run here)."""
         n = min(n, len(self.infos))
         with self._cv:
-            self._cv.wait_for(lambda: len(self._free) >= n)
-            got, self._free = tuple(self._free[:n]), self._free[n:]
-            return got
+            self._cv.wait_for(lambda: self._waiting == 0 and len(self._open()) >= n)
+            got = tuple(sorted(self._open(), key=lambda i: (len(self._running[i]), i))[:n])
+            self._reserved |= set(got)
+            self._cv.wait_for(lambda: not any(self._running[i] for i in got))
+            self._reserved -= set(got)
+            self._alone |= set(got)
+            return tuple(sorted(got))
 
     def release(self, ids: tuple) -> None:
         with self._cv:
-            self._free = sorted(self._free + list(ids))
+            self._alone -= set(ids)
             self._cv.notify_all()
+
+    def expect_check(self) -> None:
+        """A check will ask for GPUs soon: timings wait for it."""
+        with self._cv:
+            self._waiting += 1
+
+    @contextmanager
+    def check(self, n: int):
+        """n GPUs shared with other checks (Check.shared says whether one ran beside it)."""
+        n = min(n, len(self.infos))
+        with self._cv:
+            room = lambda: [i for i in self._open() if len(self._running[i]) < self.checks]  # noqa: E731
+            self._cv.wait_for(lambda: len(room()) >= n)
+            c = Check(tuple(sorted(sorted(room(), key=lambda i: (len(self._running[i]), i))[:n])))
+            self._waiting = max(0, self._waiting - 1)
+            for i in c.ids:
+                for other in self._running[i]:
+                    other.shared = c.shared = True
+                self._running[i].append(c)
+        try:
+            yield c
+        finally:
+            with self._cv:
+                for i in c.ids:
+                    self._running[i].remove(c)
+                self._cv.notify_all()
+
+    def _open(self) -> list:
+        """GPUs neither held by a timing nor reserved for one."""
+        return [i for i in self.infos if i not in self._alone and i not in self._reserved]
 
     def info(self, ids: tuple) -> GpuInfo:
         """What a grading on `ids` is told of its GPU: the first one's, with the count it holds."""

@@ -36,6 +36,10 @@ class Outputs:
             "hidden_cases": [c.id for c in task.cases if getattr(c, "hidden", False)],
             "timed_runs": [g.runs for g in task.graded],
         }
+        if job.checked_alone:
+            rec["batch"]["checked_alone"] = ("its checks ended in a fault or a timeout while another submission's ran "
+                                             "on the same GPU, and were run again with the GPU to itself: this "
+                                             "verdict is from then")
         rec["isolation"] = self.isolation
         try:  # what was graded, kept: an archive's files are gone once the batch ends
             atomic_write(self.out / "sources" / e.student / f"{a}.cu", job.src.read_text(errors="replace"))
@@ -113,7 +117,8 @@ class Outputs:
                 stats[s] = {"count": len(v), "total_s": sum(v), "mean_s": sum(v) / len(v), "max_s": max(v)}
                 lines.append(f"{s:<12} {len(v):>11} {sum(v):>9.1f} {sum(v) / len(v):>8.2f} {max(v):>8.2f}")
         lines.append(f"wall time of this run: {fmt_s(wall)} ({wall:.1f} s), {self.done} graded in it; builds in parallel on {self.opts.jobs or os.cpu_count()} "
-                     f"workers, GPU stages one per GPU on {len(self.gpus)} GPU{'s' if len(self.gpus) > 1 else ''}")
+                     f"workers; on {len(self.gpus)} GPU{'s' if len(self.gpus) > 1 else ''}, up to {self.gpus.checks} checks "
+                     f"at once per GPU and one timing")
         lines.append(f"outputs: {self.out}")
         summary = {"wall_s": wall, "graded_this_run": self.done, "stages": stats, "gpu": self.gpu.name,
                    "isolation": self.isolation,

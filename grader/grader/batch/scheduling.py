@@ -1,8 +1,9 @@
 """How a batch runs: the to-do list (what changed since the state), builds in parallel on the CPU
-cores, the GPU stages one submission at a time, the jail every program holding student code runs in,
-and the reference graded once per GPU for the plots."""
+cores, the checks of a few submissions at once on each GPU and the timings one at a time, the jail
+every program holding student code runs in, and the reference graded once per GPU for the plots."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -38,10 +39,20 @@ class Job:
     built: bool = False
     error: str = ""
     seconds: float = 0.0
+    timed: bool = False
+    """Its checks passed: it is timed next."""
+    checked_alone: bool = False
+    """Its checks failed beside another submission's, to be run again with the GPU to itself."""
 
     @property
     def key(self) -> str:
         return f"{self.entry.student}/{self.assignment}"
+
+
+NEIGHBOURLY = {grade.Verdict.RUNTIME_ERROR, grade.Verdict.LAUNCH_ERROR, grade.Verdict.TIMEOUT}
+"""What a check can end in because of another one on its GPU: the other took the GPU's memory (a
+failed allocation, a refused launch) or most of its time. Never a wrong output or a race: another
+process cannot write into this one's memory."""
 
 
 class Steps:
@@ -101,7 +112,7 @@ class Batch(State, Outputs, Progress):
         self.isolation = {}
         self.steps = Steps()
         self.baselines = SharedBaselines()
-        self.gpus = Pool(opts.gpu_infos or {0: gpu})
+        self.gpus = Pool(opts.gpu_infos or {0: gpu}, opts.checks_per_gpu)
         self.finishing = threading.Lock()  # one submission's outputs written at a time
         self.stopping = False  # interrupted: gradings still running on the GPUs are not recorded
         self.stop = False  # a grading thread was interrupted: the batch stops as on Ctrl-C
@@ -159,26 +170,28 @@ class Batch(State, Outputs, Progress):
         self.total, self.started = len(todo), time.monotonic()
         jobs = self.opts.jobs or os.cpu_count() or 1
         pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="build")
-        gpu_pool = ThreadPoolExecutor(max_workers=len(self.gpus), thread_name_prefix="gpu")
+        check_pool = ThreadPoolExecutor(max_workers=len(self.gpus) * self.gpus.checks, thread_name_prefix="check")
+        time_pool = ThreadPoolExecutor(max_workers=len(self.gpus), thread_name_prefix="time")
         interrupted = False
         try:
-            futures = [pool.submit(self._build, j) for j in todo]
+            pending = {pool.submit(self._build, j): "built" for j in todo}
             if o.reference:
                 self._references(needed, work_root)
-            on_gpus = []
-            for fut in self._completed(futures):
+            for fut, step in self._completed(pending):
                 job = fut.result()
-                if job.built and not job.error:
-                    on_gpus.append(gpu_pool.submit(self._gpu_and_finish, job))
+                if step == "built" and job.built and not job.error:
+                    self.gpus.expect_check()
+                    pending[check_pool.submit(self._check, job)] = "checked"
+                elif step == "checked" and (job.timed or job.checked_alone):
+                    pending[time_pool.submit(self._time, job)] = "timed"
                 else:
                     self._finish(job)
-            for fut in self._completed(on_gpus):
-                fut.result()
         except KeyboardInterrupt:
             interrupted = True
         finally:
             pool.shutdown(wait=not interrupted, cancel_futures=True)
-            gpu_pool.shutdown(wait=not interrupted, cancel_futures=True)
+            check_pool.shutdown(wait=not interrupted, cancel_futures=True)
+            time_pool.shutdown(wait=not interrupted, cancel_futures=True)
         if interrupted:
             with self.finishing:  # from here on, a grading cut short (its work folder going) records nothing
                 self.stopping = True
@@ -198,16 +211,19 @@ class Batch(State, Outputs, Progress):
         print(text, flush=True)
         return 2 if any(k.split("/")[0] in {e.student for e in entries} for k in self.state["errors"]) else 0
 
-    def _completed(self, futures: list):
-        """The futures as they complete (those completing together in the order given), checking
-        every 0.2 s whether a grading thread asked the batch to stop (KeyboardInterrupt here)."""
-        order = {f: i for i, f in enumerate(futures)}
-        pending = set(futures)
+    def _completed(self, pending: dict):
+        """(future, step) of `pending` as they complete (those completing together in the order they
+        were added), while the caller adds more; checking every 0.2 s whether a grading thread asked
+        the batch to stop (KeyboardInterrupt here)."""
+        order = {}
         while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for f in pending:
+                order.setdefault(f, len(order))
+            done, _ = wait(set(pending), timeout=0.2, return_when=FIRST_COMPLETED)
             if self.stop:
                 raise KeyboardInterrupt
-            yield from sorted(done, key=order.get)
+            for f in sorted(done, key=order.get):
+                yield f, pending.pop(f)
 
     # -- isolation --------------------------------------------------------------------------------
     def _setup_jail(self, work_root: Path) -> None:
@@ -246,26 +262,47 @@ class Batch(State, Outputs, Progress):
         job.result.submission = f"{job.entry.source}: {job.entry.shown.get(job.assignment, '')}"
         return grade.build_stage(task, job.src, self.gpu.arch, job.work, job.result)
 
-    def _gpu_and_finish(self, job: Job) -> None:
-        """The GPU stages on GPUs of their own (as many as the assignment needs), then the outputs."""
-        ids = self.gpus.acquire(self.tasks[job.assignment].gpus_required)
+    def _check(self, job: Job) -> Job:
+        """Correctness and races, on GPUs shared with other checks (job.timed: it goes on to be timed).
+        A check that ends in a verdict another check beside it could have caused (NEIGHBOURLY) is run
+        again alone (_time) before that verdict counts."""
+        n = self.tasks[job.assignment].gpus_required
+        before = copy.deepcopy(job.result)
         try:
-            self._gpu(job, ids)
+            with self.gpus.check(n) as held:
+                job.timed = self._stage(job, held.ids, grade.check_stages)
         except KeyboardInterrupt:
             self.stop = True  # the batch stops as on Ctrl-C; this grading is not saved
-            return
+            return job
+        if held.shared and (job.error or job.result.verdict in NEIGHBOURLY):
+            job.result, job.error, job.checked_alone = before, "", True
+        return job
+
+    def _time(self, job: Job) -> Job:
+        """The timing (and a check to run again alone first) on GPUs of its own, as many as the
+        assignment needs; it waits until no check is left to start and those running have ended."""
+        ids = self.gpus.acquire(self.tasks[job.assignment].gpus_required)
+        try:
+            if job.checked_alone:
+                job.timed = self._stage(job, ids, grade.check_stages)
+            if job.timed:
+                self._stage(job, ids, grade.timing_stages)
+        except KeyboardInterrupt:
+            self.stop = True
         finally:
             self.gpus.release(ids)
-        self._finish(job)
+        return job
 
-    def _gpu(self, job: Job, ids: tuple) -> None:
+    def _stage(self, job: Job, ids: tuple, stages) -> bool:
+        """grade.check_stages or grade.timing_stages on GPUs `ids`: what it returns, False on an error."""
         t0 = time.monotonic()
         task = self.tasks[job.assignment]
+        going_on = False
         try:
             with self.steps.shared():
-                grade.gpu_stages(task, job.work, self.gpus.info(ids),
-                                 grade.Options(gpus=ids, profile=self.opts.profile, baselines=self.baselines),
-                                 job.result)
+                going_on = stages(task, job.work, self.gpus.info(ids),
+                                  grade.Options(gpus=ids, profile=self.opts.profile, baselines=self.baselines),
+                                  job.result)
             for p in job.result.performance:
                 p.baseline_note = self.baselines.note(task.name, p.case_id, ids) or ""
         except NoGpu as e:
@@ -281,6 +318,7 @@ class Batch(State, Outputs, Progress):
         except Exception as e:  # noqa: BLE001
             job.error = f"the GPU stages failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0
+        return going_on is True
 
     def _gpu_works(self) -> bool:
         d = workdir.new("kit-probe-")
