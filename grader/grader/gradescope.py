@@ -190,7 +190,7 @@ def main(args) -> int:
             build.build_harnesses([task_of[a] for a in entry.files], gpu.arch, work_root / "harness.log")
             try:
                 isolation = sandbox.open_jail(work_root, tasks.ROOT / "harness" / "include",
-                                              build.probe_path(gpu.arch), Limits()).describe()
+                                              build.probe_path(gpu.arch), Limits(), hidden=(tasks.ROOT,)).describe()
             except jail.JailError as e:
                 return _refuse(f"the jail for student code does not work here, so the submission was not run: {e}",
                                entry, task_of, names, start, out)

@@ -7,7 +7,8 @@ no way to make a user namespace of its own, a new session, and a PID namespace t
 grader. It sees only what its step needs:
 
   compile   /usr and the CUDA toolkit read-only, the kit's public headers (harness/include) and the
-            runner's objects read-only, its work folder, a private /tmp
+            runner's objects read-only, its work folder, a private /tmp; a kit, a class or outputs
+            kept under /usr (/usr/local) covered by an empty folder
   run       the runtime libraries the runner loads (the C and C++ runtimes, libcuda and the driver's
             own helpers: no cuBLAS, cuFFT, cuDNN, NCCL, no toolkit), /dev/nvidia*, its work folder,
             a private /tmp; compute-sanitizer's or Nsight Compute's folder too when it runs under one, with
@@ -66,6 +67,9 @@ class Jail:
     stage: Optional[Path] = None
     """A folder of copies of the kit files a jailed step reads (expose()), readable by the jailed
     user; None: the files are bound where they are."""
+    hidden: list = field(default_factory=list)
+    """Folders never to be seen (the kit, the class, the outputs): where one lies under the system
+    folders a view binds (a kit installed in /usr/local), an empty tmpfs covers it there."""
     _exposed: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -113,16 +117,16 @@ class Jail:
              "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm"]
         a += _ro("/etc/ld.so.cache")
         if view == "check":  # only the namespaces and /usr: can bubblewrap work here at all?
-            a += _system_dirs()
+            a += _system_dirs() + self._covers()
         elif view == "compile":
-            a += _system_dirs() + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
+            a += _system_dirs() + self._covers() + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
         elif view in ("run", "sanitize", "profile"):
             profiled = view == "profile" and self.profiler is not None
             if profiled:
                 # ncu and the system files it needs (read-only, as when compiling), before the libraries
                 # (those under them are there already): nothing of a profiled run is graded, so a
                 # library reachable there earns nothing.
-                a += _system_dirs() + _ro(self.profiler)
+                a += _system_dirs() + self._covers() + _ro(self.profiler)
             under_system = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
             for lib in self.runtime:
                 if not (profiled and str(lib).startswith(under_system)):
@@ -150,6 +154,12 @@ class Jail:
             a += _ro(p)
         a += ["--chdir", str(work), "--"]
         return a + [str(c) for c in cmd]
+
+    def _covers(self) -> list:
+        """An empty tmpfs over each hidden folder that the system folders would show (bound before
+        what a view adds, so that the toolkit stays visible even under a hidden folder)."""
+        tops = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
+        return [x for h in self.hidden if f"{h}/".startswith(tops) for x in ("--tmpfs", str(h))]
 
     def describe(self) -> dict:
         """What was in force, as each batch record shows it."""
@@ -194,10 +204,11 @@ def _system_dirs() -> list:
 
 
 def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] = None,
-         stage: Optional[Path] = None) -> Jail:
+         stage: Optional[Path] = None, hidden: tuple = ()) -> Jail:
     """The jail of this machine, or JailError saying why there is none. `probe`, a kit-built CUDA
     program, gives the libraries a run needs (those it loads, and libcuda's); `stage`, a folder the
-    jailed user can read, receives the kit files jailed steps read (Jail.expose)."""
+    jailed user can read, receives the kit files jailed steps read (Jail.expose); `hidden`, folders
+    no view may show even where they lie under /usr (Jail.hidden)."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise JailError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
@@ -208,7 +219,8 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     jail = Jail(bwrap=bwrap, toolkit=toolkit, include=Path(include).resolve(), runtime=libs,
                 devices=sorted(str(d) for d in Path("/dev").glob("nvidia*") if d.is_char_device()),
                 sanitizer=Path(sanitizer).parent if sanitizer else None, profiler=profiler_folder(),
-                limits=limits or Limits(), stage=stage)
+                limits=limits or Limits(), stage=stage,
+                hidden=sorted({str(Path(h).resolve()) for h in hidden if Path(h).is_dir()}))
     if stage is not None:
         jail.include = jail.expose(include)
     check_namespaces(jail)

@@ -219,14 +219,15 @@ def current_jail() -> Optional[Jail]:
     return _JAIL
 
 
-def open_jail(work_root: Path, include: Path, probe: Optional[Path], limits: Limits) -> Jail:
+def open_jail(work_root: Path, include: Path, probe: Optional[Path], limits: Limits, hidden: tuple = ()) -> Jail:
     """The jail for a batch or a Gradescope grading, checked, and every later run with a view confined
-    to it. JailError when there is none here, or when `probe` (a kit-built CUDA program, linked as a
-    runner is) does not reach the GPU from inside it."""
+    to it; `hidden`: the kit, the class and the outputs, never shown (Jail.hidden). JailError when
+    there is none here, or when `probe` (a kit-built CUDA program, linked as a runner is) does not
+    reach the GPU from inside it."""
     os.chmod(work_root, 0o711)  # the jailed user (nobody, for a root grader) goes through to its folder
     stage = work_root / "kit"
     stage.mkdir(mode=0o755)
-    j = jail_mod.find(include, probe, limits, stage)
+    j = jail_mod.find(include, probe, limits, stage, hidden)
     if probe is not None:
         d = work_root / "probe"
         d.mkdir()

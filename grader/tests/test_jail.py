@@ -377,3 +377,37 @@ def test_gradescope_in_a_container_without_user_namespaces_refuses_and_runs_noth
     results = (root / "results" / "results.json").read_text()
     assert "not run" in results and '"score": 0' in results
     assert not marker.exists()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or not os.access("/usr/local", os.W_OK),
+                    reason="needs nvcc on PATH and a /usr/local this test may write in (root)")
+def test_a_kit_installed_under_usr_local_stays_hidden_from_the_compile_and_profile_views(tmp_path):
+    """The compile view binds /usr whole: a kit installed in /usr/local (with its references, its task
+    files and hidden cases, a class or outputs kept beside it) would be #include-able there."""
+    kit = Path(tempfile.mkdtemp(prefix="kit-installed-", dir="/usr/local"))
+    root = Path(tempfile.mkdtemp(prefix="kit-test-jail-"))
+    try:
+        (kit / "reference" / "trmm").mkdir(parents=True)
+        (kit / "reference" / "trmm" / "kernel.cu").write_text("void trmm(int n, const double* A, double* B) { }\n")
+        os.chmod(kit, 0o755)
+        j = sandbox.open_jail(root, tasks.ROOT / "harness" / "include", None, Limits(), hidden=(kit,))
+        fine, thief = tmp_path / "fine.cu", tmp_path / "thief.cu"
+        fine.write_text('#include "cuda_check.cuh"\n#include <vector>\nvoid trmm(int n, const double* A, double* B) { }\n')
+        thief.write_text(f'#include "{kit / "reference" / "trmm" / "kernel.cu"}"\n')
+        results = {}
+        for src in (fine, thief):
+            work = root / src.stem
+            work.mkdir()
+            results[src.stem] = build.compile_submission(src, work, "sm_90", 300)
+        assert results["fine"][0] is True, results["fine"][1]  # the toolkit and /usr are still there
+        assert results["thief"][0] is False and "No such file" in results["thief"][1]
+        j.profiler = root / "no-ncu"  # the profile view binds the system folders too
+        look = root / "look"
+        look.mkdir()
+        r = sandbox.run(["/bin/sh", "-c", f"ls {kit}; cat {kit}/reference/trmm/kernel.cu; echo end"], look,
+                        root / "look.log", timeout=30, view="profile")
+        assert "end" in r.output and "void trmm" not in r.output, r.output
+    finally:
+        sandbox.confine(None)
+        shutil.rmtree(kit, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
