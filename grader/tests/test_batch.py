@@ -738,3 +738,34 @@ def test_checks_per_gpu_out_of_range_is_refused_with_the_range(tmp_path):
     (tmp_path / "class").mkdir()
     with pytest.raises(tasks.TaskError, match="--checks-per-gpu 0: expected 1"):
         batch.main(args(tmp_path / "class", tmp_path / "out", ("checks_per_gpu", 0)))
+
+
+def test_a_gpu_that_stops_working_mid_batch_ends_it_with_the_reason_while_a_timing_waits(fake_kit, tmp_path,
+                                                                                       monkeypatch):
+    """The checks still to start are dropped when the batch stops: a timing that waited for them must
+    not wait forever."""
+    import signal
+    from grader.gpu import NoGpu
+    from grader.batch import scheduling
+    real = grade.check_stages
+
+    def check(task, work, gpu, opts, result):
+        if "s1" in result.submission:
+            import time
+            time.sleep(0.5)  # s0 passed and waits to be timed; s2 and s3 wait to be checked
+            raise NoGpu("no CUDA GPU: the runner could not open the device")
+        return real(task, work, gpu, opts, result)
+    monkeypatch.setattr(grade, "check_stages", check)
+    monkeypatch.setattr(scheduling.Batch, "_gpu_works", lambda self: False)
+    subs, out = correct_class(tmp_path / "class", 4), tmp_path / "out"
+
+    def hung(signum, frame):
+        raise TimeoutError("the batch hung")
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with pytest.raises(tasks.TaskError, match="the GPU stopped working during the batch"):
+            batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 4)))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)

@@ -50,6 +50,10 @@ def choose(requested: Optional[list], mixed: bool = False, say=print) -> dict:
     return infos
 
 
+class Closed(Exception):
+    """The batch stopped: no GPU is handed out any more."""
+
+
 class Check:
     """One check's hold on its GPUs: whether another check ran on them at some moment of it."""
 
@@ -72,6 +76,7 @@ class Pool:
         self._reserved = set()   # GPUs a timing waits for
         self._running = {i: [] for i in self.infos}  # the checks on each GPU
         self._waiting = 0  # checks announced and not started
+        self._closed = False
         self._cv = threading.Condition()
 
     def __len__(self) -> int:
@@ -85,11 +90,13 @@ class Pool:
         run here)."""
         n = min(n, len(self.infos))
         with self._cv:
-            self._cv.wait_for(lambda: self._waiting == 0 and len(self._open()) >= n)
+            self._cv.wait_for(lambda: self._closed or (self._waiting == 0 and len(self._open()) >= n))
             got = tuple(sorted(self._open(), key=lambda i: (len(self._running[i]), i))[:n])
             self._reserved |= set(got)
-            self._cv.wait_for(lambda: not any(self._running[i] for i in got))
+            self._cv.wait_for(lambda: self._closed or not any(self._running[i] for i in got))
             self._reserved -= set(got)
+            if self._closed:
+                raise Closed
             self._alone |= set(got)
             return tuple(sorted(got))
 
@@ -109,7 +116,9 @@ class Pool:
         n = min(n, len(self.infos))
         with self._cv:
             room = lambda: [i for i in self._open() if len(self._running[i]) < self.checks]  # noqa: E731
-            self._cv.wait_for(lambda: len(room()) >= n)
+            self._cv.wait_for(lambda: self._closed or len(room()) >= n)
+            if self._closed:
+                raise Closed
             c = Check(tuple(sorted(sorted(room(), key=lambda i: (len(self._running[i]), i))[:n])))
             self._waiting = max(0, self._waiting - 1)
             for i in c.ids:
@@ -123,6 +132,13 @@ class Pool:
                 for i in c.ids:
                     self._running[i].remove(c)
                 self._cv.notify_all()
+
+    def close(self) -> None:
+        """The batch stops: whatever waits for a GPU gets Closed (checks announced but never started
+        would otherwise keep a timing waiting)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
 
     def _open(self) -> list:
         """GPUs neither held by a timing nor reserved for one."""

@@ -23,7 +23,7 @@ from ..results import GpuInfo
 from . import Options, in_shard
 from .outputs import Outputs
 from .baselines import SharedBaselines
-from .gpus import Pool
+from .gpus import Closed, Pool
 from .progress import Progress
 from .state import State, now, plain
 
@@ -189,6 +189,7 @@ class Batch(State, Outputs, Progress):
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            self.gpus.close()
             pool.shutdown(wait=not interrupted, cancel_futures=True)
             check_pool.shutdown(wait=not interrupted, cancel_futures=True)
             time_pool.shutdown(wait=not interrupted, cancel_futures=True)
@@ -275,6 +276,8 @@ class Batch(State, Outputs, Progress):
         except KeyboardInterrupt:
             self.stop = True  # the batch stops as on Ctrl-C; this grading is not saved
             return job
+        except Closed:
+            return job
         if held.shared and (job.error or job.result.verdict in NEIGHBOURLY):
             job.result, job.error, job.checked_alone = before, "", True
         return job
@@ -282,7 +285,10 @@ class Batch(State, Outputs, Progress):
     def _time(self, job: Job) -> Job:
         """The timing (and a check to run again alone first) on GPUs of its own, as many as the
         assignment needs; it waits until no check is left to start and those running have ended."""
-        ids = self.gpus.acquire(self.tasks[job.assignment].gpus_required)
+        try:
+            ids = self.gpus.acquire(self.tasks[job.assignment].gpus_required)
+        except Closed:
+            return job  # the batch stopped before its turn: not graded, not recorded
         try:
             if job.checked_alone:
                 job.timed = self._stage(job, ids, grade.check_stages)
