@@ -38,7 +38,7 @@ slides-bench:
 # TAs: every student entry in SUBMISSIONS graded (see README, "TAs"). OUT (default grades/batch),
 # JOBS (parallel builds), REGRADE (students graded again), A (only these assignments), SIMILARITY=1
 # (a code-similarity report after the grading: needs copydetect), SLURM=1 (submit to Slurm as a job
-# array), SLURM_STATUS=1 (its progress), GPUS=0,2 (the GPUs graded on, one grading each at once;
+# array), SLURM_STATUS=1 (its progress), GPUS=0,2 (the GPUs graded on, one timing each at once;
 # default: all of GPU 0's model),
 # BATCH_FLAGS (more options of `python3 -m grader batch --help`). OUT is read from the command line
 # only, never from the environment.

@@ -72,7 +72,7 @@ class Options:
     shard: Optional[tuple] = None
     """(i, n): grade only the i-th of n shares of the class (1-based), as one task of a Slurm array."""
     gpus: Optional[list] = None
-    """The GPUs to grade on, one grading each at once (None: every GPU of GPU 0's model)."""
+    """The GPUs to grade on, checks side by side, one timing each at once (None: every GPU of GPU 0's model)."""
     mixed_gpus: bool = False
     """Allow GPUs of different models in one batch (each record names its own)."""
     gpu_infos: Optional[dict] = None
