@@ -769,3 +769,23 @@ def test_a_gpu_that_stops_working_mid_batch_ends_it_with_the_reason_while_a_timi
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, before)
+
+
+def test_the_time_left_counts_the_checks_still_to_run_side_by_side_then_the_timings_of_those_that_pass():
+    from grader.batch.progress import time_left
+    # 80 submissions to check at 4 s, four at once; half pass; 10 passed already wait for 6 s timings.
+    assert time_left(80, 10, [4.0] * 20, [6.0] * 3, 10, 4, 1) == pytest.approx(80 * 4 / 4 + (10 + 40) * 6)
+    assert time_left(80, 10, [4.0] * 20, [6.0] * 3, 10, 4, 2) == pytest.approx(80 * 4 / 8 + (10 + 40) * 6 / 2)
+    # Before the first timing ends, a timing is taken to cost a check.
+    assert time_left(10, 2, [3.0, 5.0], [], 1, 4, 1) == pytest.approx(10 * 4 / 4 + (2 + 5) * 4)
+    assert time_left(10, 0, [], [], 0, 4, 1) != time_left(10, 0, [], [], 0, 4, 1)  # nothing checked: unknown (nan)
+
+
+def test_the_progress_line_says_the_time_left_once_a_check_has_ended(fake_kit, tmp_path, capsys):
+    subs, out = correct_class(tmp_path / "class", 4), tmp_path / "out"
+    info = gpu_mod.detect()
+    opts = batch.Options(submissions=subs, out=out, jobs=2, assignments=["trmm"], reference=False, isolation=False,
+                         tty=True, checks_per_gpu=2, gpu_infos={0: info})
+    assert batch.Batch(opts, info).run() == 0
+    err = capsys.readouterr().err
+    assert "[4/4]" in err and "left ~" in err

@@ -24,7 +24,7 @@ from . import Options, in_shard
 from .outputs import Outputs
 from .baselines import SharedBaselines
 from .gpus import Closed, Pool
-from .progress import Progress
+from .progress import Progress, StageTimes
 from .state import State, now, plain
 
 
@@ -41,6 +41,10 @@ class Job:
     seconds: float = 0.0
     timed: bool = False
     """Its checks passed: it is timed next."""
+    check_s: float = 0.0
+    """Seconds its check took (beside others)."""
+    timing_s: float = 0.0
+    """Seconds its timing took (0: not timed)."""
     checked_alone: bool = False
     """Its checks failed beside another submission's, to be run again with the GPU to itself."""
 
@@ -112,6 +116,7 @@ class Batch(State, Outputs, Progress):
         self.isolation = {}
         self.steps = Steps()
         self.baselines = SharedBaselines()
+        self.stages = StageTimes()
         self.gpus = Pool(opts.gpu_infos or {0: gpu}, opts.checks_per_gpu)
         self.finishing = threading.Lock()  # one submission's outputs written at a time
         self.stopping = False  # interrupted: gradings still running on the GPUs are not recorded
@@ -183,8 +188,13 @@ class Batch(State, Outputs, Progress):
                     self.gpus.expect_check()
                     pending[check_pool.submit(self._check, job)] = "checked"
                 elif step == "checked" and (job.timed or job.checked_alone):
+                    self.stages.checked(job.check_s, job.timed, job.checked_alone)
                     pending[time_pool.submit(self._time, job)] = "timed"
                 else:
+                    if step == "checked":
+                        self.stages.checked(job.check_s, False, False)
+                    elif step == "timed":
+                        self.stages.timed(job.timing_s, job.timing_s > 0)
                     self._finish(job)
         except KeyboardInterrupt:
             interrupted = True
@@ -272,7 +282,9 @@ class Batch(State, Outputs, Progress):
         before = copy.deepcopy(job.result)
         try:
             with self.gpus.check(n) as held:
+                t0 = time.monotonic()
                 job.timed = self._stage(job, held.ids, grade.check_stages)
+                job.check_s = time.monotonic() - t0
         except KeyboardInterrupt:
             self.stop = True  # the batch stops as on Ctrl-C; this grading is not saved
             return job
@@ -293,7 +305,9 @@ class Batch(State, Outputs, Progress):
             if job.checked_alone:
                 job.timed = self._stage(job, ids, grade.check_stages)
             if job.timed:
+                t0 = time.monotonic()
                 self._stage(job, ids, grade.timing_stages)
+                job.timing_s = time.monotonic() - t0
         except KeyboardInterrupt:
             self.stop = True
         finally:
