@@ -63,7 +63,8 @@ def main(argv=None) -> int:
     b.add_argument("--gpus", metavar="LIST", help="the GPUs to grade on, one timing each at once, as nvidia-smi "
                                                   "numbers them, e.g. 0,2 (default: every GPU of GPU 0's model)")
     b.add_argument("--checks-per-gpu", type=int, metavar="N", help="submissions checked (correctness, races) at once "
-                   "on one GPU (default 4; a timing always has its GPU alone; 1: one submission at a time)")
+                   "on one GPU (default: one per 16 GiB of its memory, at most 4; 1: one at a time; a timing always has "
+                   "its GPU alone)")
     b.add_argument("--mixed-gpus", action="store_true", help="allow GPUs of different models in one batch")
     b.add_argument("--shard", metavar="I/N", help="grade only the I-th of N shares of the class (a Slurm array task)")
     b.add_argument("--slurm", action="store_true", help="submit the class to Slurm as a job array (then --status)")

@@ -47,13 +47,17 @@ def detect(index: int = 0) -> GpuInfo:
         vals[key] = v.value
     drv = ctypes.c_int(0)
     cuda.cuDriverGetVersion(ctypes.byref(drv))
+    total = ctypes.c_size_t(0)
+    total_mem = getattr(cuda, "cuDeviceTotalMem_v2", None)
+    if total_mem is None or total_mem(ctypes.byref(total), dev) != 0:
+        total.value = 0
     info = GpuInfo(
         name=name.value.decode(errors="replace"),
         arch=f"sm_{vals['cc_major']}{vals['cc_minor']}",
         sm_count=vals["sm_count"], l2_bytes=vals["l2_bytes"], clock_khz=vals["clock_khz"],
         mem_clock_khz=vals["mem_clock_khz"], bus_width_bits=vals["bus_width_bits"],
         driver=f"{drv.value // 1000}.{drv.value % 1000 // 10}",
-        count=count.value,
+        count=count.value, memory_bytes=total.value,
     )
     info.model = model_of(info.name)
     return info

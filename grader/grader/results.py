@@ -135,6 +135,8 @@ class GpuInfo:
     """How many CUDA GPUs the machine has (the others are taken to be the same model)."""
     model: Optional[str] = None
     """The model key in assignments/gpus.json, or None for a GPU the kit does not know."""
+    memory_bytes: int = 0
+    """Device memory (0: not known)."""
 
 
 @dataclass

@@ -789,3 +789,12 @@ def test_the_progress_line_says_the_time_left_once_a_check_has_ended(fake_kit, t
     assert batch.Batch(opts, info).run() == 0
     err = capsys.readouterr().err
     assert "[4/4]" in err and "left ~" in err
+
+
+def test_checks_side_by_side_default_to_one_per_16_gib_of_gpu_memory_at_most_four():
+    gib = 1 << 30
+    info = GpuInfo("NVIDIA L4", "sm_89")
+    assert batch_gpus.default_checks(info) == 4  # memory not known
+    for memory, checks in ((16, 1), (24, 1), (40, 2), (48, 3), (80, 4), (141, 4)):
+        info.memory_bytes = memory * gib
+        assert batch_gpus.default_checks(info) == checks, memory

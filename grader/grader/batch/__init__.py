@@ -77,8 +77,9 @@ class Options:
     """Allow GPUs of different models in one batch (each record names its own)."""
     gpu_infos: Optional[dict] = None
     """{index: GpuInfo} of the GPUs chosen (filled in by main)."""
-    checks_per_gpu: int = 4
-    """Submissions checked (correctness, races) at once on one GPU; a timing always has it alone."""
+    checks_per_gpu: int = 0
+    """Submissions checked (correctness, races) at once on one GPU (0: one per 16 GiB of its memory,
+    1 to 4); a timing always has it alone."""
     profile: bool = False
     """Profile each submission that was timed (Nsight Compute, in its jail); never part of the score."""
 
@@ -91,13 +92,13 @@ def main(args) -> int:
         memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)),
         gpus=gpus_mod.parse(getattr(args, "gpus", None)),
         mixed_gpus=getattr(args, "mixed_gpus", False), profile=getattr(args, "profile", False),
-        checks_per_gpu=Options.checks_per_gpu if getattr(args, "checks_per_gpu", None) is None
-        else args.checks_per_gpu)
+        checks_per_gpu=getattr(args, "checks_per_gpu", None) or 0)
     if getattr(args, "slurm", False) or getattr(args, "status", False) or getattr(args, "merge", None):
         from . import slurm  # the cluster route: submit, see progress, merge
         return slurm.main(args, opts)
-    if opts.checks_per_gpu < 1 or opts.checks_per_gpu > 64:
-        raise tasks.TaskError(f"--checks-per-gpu {opts.checks_per_gpu}: expected 1 (one submission at a time) to 64")
+    checks = getattr(args, "checks_per_gpu", None)
+    if checks is not None and not 1 <= checks <= 64:
+        raise tasks.TaskError(f"--checks-per-gpu {checks}: expected 1 (one submission at a time) to 64")
     if opts.memory_bytes < (1 << 30):
         raise tasks.TaskError(f"--memory-gib {args.memory_gib:g}: a submission needs at least 1 GiB of host memory")
     if not opts.submissions.is_dir():

@@ -50,6 +50,20 @@ def choose(requested: Optional[list], mixed: bool = False, say=print) -> dict:
     return infos
 
 
+CHECK_MEMORY = 16 << 30
+"""GPU memory given to each check beside others: a jacobi check holds about 7 GiB (the judge's three
+1 GiB fields, the truth's three, the runner's own), with room for a submission's scratch."""
+MAX_CHECKS = 4
+
+
+def default_checks(info: GpuInfo) -> int:
+    """Checks side by side on a GPU of this memory: one per CHECK_MEMORY, 1 to MAX_CHECKS (MAX_CHECKS
+    where the memory is not known)."""
+    if not info.memory_bytes:
+        return MAX_CHECKS
+    return max(1, min(MAX_CHECKS, info.memory_bytes // CHECK_MEMORY))
+
+
 class Closed(Exception):
     """The batch stopped: no GPU is handed out any more."""
 

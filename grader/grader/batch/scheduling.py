@@ -23,7 +23,7 @@ from ..results import GpuInfo
 from . import Options, in_shard
 from .outputs import Outputs
 from .baselines import SharedBaselines
-from .gpus import Closed, Pool
+from .gpus import Closed, Pool, default_checks
 from .progress import Progress, StageTimes
 from .state import State, now, plain
 
@@ -117,7 +117,7 @@ class Batch(State, Outputs, Progress):
         self.steps = Steps()
         self.baselines = SharedBaselines()
         self.stages = StageTimes()
-        self.gpus = Pool(opts.gpu_infos or {0: gpu}, opts.checks_per_gpu)
+        self.gpus = Pool(opts.gpu_infos or {0: gpu}, opts.checks_per_gpu or default_checks(gpu))
         self.finishing = threading.Lock()  # one submission's outputs written at a time
         self.stopping = False  # interrupted: gradings still running on the GPUs are not recorded
         self.stop = False  # a grading thread was interrupted: the batch stops as on Ctrl-C

@@ -103,7 +103,9 @@ def _flags(args, opts: Options) -> list:
         f += ["--timed-runs", str(opts.timed_runs)]
     if not opts.isolation:
         f.append("--no-isolation")
-    f += ["--memory-gib", f"{opts.memory_bytes / 2**30:g}", "--checks-per-gpu", str(opts.checks_per_gpu)]
+    f += ["--memory-gib", f"{opts.memory_bytes / 2**30:g}"]
+    if opts.checks_per_gpu:
+        f += ["--checks-per-gpu", str(opts.checks_per_gpu)]
     if opts.jobs:
         f += ["--jobs", str(opts.jobs)]
     return f
