@@ -218,15 +218,15 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
                 break
         if s.timed_out:
             verdicts[current] = (Verdict.TIMEOUT, f"did not finish within {task.timeouts['case']} s")
-            for later in ids[ids.index(current) + 1:]:
-                verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case timed out")
-            break
-        verdicts[current] = s.fault(current, conceal=next(c.hidden for c in pending if c.id == current))
-        if s.runner is not None and s.runner.stopped_for:
+            why = "an earlier case timed out"
+        else:
+            verdicts[current] = s.fault(current, conceal=next(c.hidden for c in pending if c.id == current))
             # Over the jail's memory or disk limit: the machine is protected, not the rest of the cases
             # graded (a hog in its first call would take every fresh runner to the limit again).
+            why = "an earlier case went over the jail's limits" if s.runner and s.runner.stopped_for else ""
+        if why:
             for later in ids[ids.index(current) + 1:]:
-                verdicts[later] = (Verdict.NOT_RUN, "not run: an earlier case went over the jail's limits")
+                verdicts[later] = (Verdict.NOT_RUN, f"not run: {why}")
             break
         pending = [c for c in pending[ids.index(current) + 1:]]
 

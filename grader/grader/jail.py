@@ -117,19 +117,18 @@ class Jail:
              "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm"]
         a += _ro("/etc/ld.so.cache")
         if view == "check":  # only the namespaces and /usr: can bubblewrap work here at all?
-            a += _system_dirs() + self._covers()
+            a += _system_dirs(self.hidden)
         elif view == "compile":
-            a += _system_dirs() + self._covers() + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
+            a += _system_dirs(self.hidden) + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
         elif view in ("run", "sanitize", "profile"):
             profiled = view == "profile" and self.profiler is not None
             if profiled:
                 # ncu and the system files it needs (read-only, as when compiling), before the libraries
                 # (those under them are there already): nothing of a profiled run is graded, so a
                 # library reachable there earns nothing.
-                a += _system_dirs() + self._covers() + _ro(self.profiler)
-            under_system = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
+                a += _system_dirs(self.hidden) + _ro(self.profiler)
             for lib in self.runtime:
-                if not (profiled and str(lib).startswith(under_system)):
+                if not (profiled and str(lib).startswith(_UNDER_SYSTEM)):
                     a += _ro(lib)
             by_node = gpus is not None and all(g.isdigit() for g in gpus)
             wanted = {str(int(g)) for g in gpus} if by_node else set()
@@ -154,12 +153,6 @@ class Jail:
             a += _ro(p)
         a += ["--chdir", str(work), "--"]
         return a + [str(c) for c in cmd]
-
-    def _covers(self) -> list:
-        """An empty tmpfs over each hidden folder that the system folders would show (bound before
-        what a view adds, so that the toolkit stays visible even under a hidden folder)."""
-        tops = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
-        return [x for h in self.hidden if f"{h}/".startswith(tops) for x in ("--tmpfs", str(h))]
 
     def describe(self) -> dict:
         """What was in force, as each batch record shows it."""
@@ -192,15 +185,21 @@ _SYSTEM_TOPS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 """The top-level system folders beside /usr (links into it where /usr is merged)."""
 
 
-def _system_dirs() -> list:
-    """/usr read-only, and the top-level folders that point into it (merged /usr) as the same links."""
+_UNDER_SYSTEM = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
+"""What a path under the system folders starts with."""
+
+
+def _system_dirs(hidden: list) -> list:
+    """/usr read-only, and the top-level folders that point into it (merged /usr) as the same links;
+    an empty tmpfs over each `hidden` folder they would show. A view binds what it adds after this,
+    so that the toolkit stays visible even under a hidden folder."""
     a = ["--ro-bind", "/usr", "/usr"]
     for top in _SYSTEM_TOPS:
         if os.path.islink(top):
             a += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             a += ["--ro-bind", top, top]
-    return a
+    return a + [x for h in hidden if f"{h}/".startswith(_UNDER_SYSTEM) for x in ("--tmpfs", str(h))]
 
 
 def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] = None,

@@ -29,9 +29,10 @@ Under --out (default grades/batch):
                                  other, the reference or the lecture's examples (similarity.py)
 Everything is written as each submission finishes, each file whole or not at all.
 
-One module per job: scheduling.py (the to-do list, builds in parallel, checks side by side and timings alone, the
-jail), gpus.py (which GPUs, handed out), state.py (state.json), outputs.py (records, gradebook,
-summary), reports.py (per-student reports), progress.py (the progress line), slurm.py (the cluster).
+One module per job: scheduling.py (the to-do list, builds in parallel, checks side by side and
+timings alone, the jail), gpus.py (which GPUs, handed out), state.py (state.json), outputs.py
+(records, gradebook, summary), reports.py (per-student reports), progress.py (the progress line),
+slurm.py (the cluster).
 """
 from __future__ import annotations
 
@@ -85,6 +86,9 @@ class Options:
 
 
 def main(args) -> int:
+    checks = getattr(args, "checks_per_gpu", None)
+    if checks is not None and not 1 <= checks <= 64:
+        raise tasks.TaskError(f"--checks-per-gpu {checks}: expected 1 (one submission at a time) to 64")
     opts = Options(
         submissions=Path(args.submissions), out=Path(args.out or tasks.ROOT / "grades" / "batch"), jobs=args.jobs or 0,
         assignments=args.assignments or [], regrade=args.regrade or [], regrade_all=args.regrade_all,
@@ -92,13 +96,10 @@ def main(args) -> int:
         memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)),
         gpus=gpus_mod.parse(getattr(args, "gpus", None)),
         mixed_gpus=getattr(args, "mixed_gpus", False), profile=getattr(args, "profile", False),
-        checks_per_gpu=getattr(args, "checks_per_gpu", None) or 0)
+        checks_per_gpu=checks or 0)
     if getattr(args, "slurm", False) or getattr(args, "status", False) or getattr(args, "merge", None):
         from . import slurm  # the cluster route: submit, see progress, merge
         return slurm.main(args, opts)
-    checks = getattr(args, "checks_per_gpu", None)
-    if checks is not None and not 1 <= checks <= 64:
-        raise tasks.TaskError(f"--checks-per-gpu {checks}: expected 1 (one submission at a time) to 64")
     if opts.memory_bytes < (1 << 30):
         raise tasks.TaskError(f"--memory-gib {args.memory_gib:g}: a submission needs at least 1 GiB of host memory")
     if not opts.submissions.is_dir():

@@ -105,14 +105,14 @@ class Pool:
         n = min(n, len(self.infos))
         with self._cv:
             self._cv.wait_for(lambda: self._closed or (self._waiting == 0 and len(self._open()) >= n))
-            got = tuple(sorted(self._open(), key=lambda i: (len(self._running[i]), i))[:n])
+            got = self._least_busy(self._open(), n)
             self._reserved |= set(got)
             self._cv.wait_for(lambda: self._closed or not any(self._running[i] for i in got))
             self._reserved -= set(got)
             if self._closed:
                 raise Closed
             self._alone |= set(got)
-            return tuple(sorted(got))
+            return got
 
     def release(self, ids: tuple) -> None:
         with self._cv:
@@ -133,7 +133,7 @@ class Pool:
             self._cv.wait_for(lambda: self._closed or len(room()) >= n)
             if self._closed:
                 raise Closed
-            c = Check(tuple(sorted(sorted(room(), key=lambda i: (len(self._running[i]), i))[:n])))
+            c = Check(self._least_busy(room(), n))
             self._waiting = max(0, self._waiting - 1)
             for i in c.ids:
                 for other in self._running[i]:
@@ -153,6 +153,10 @@ class Pool:
         with self._cv:
             self._closed = True
             self._cv.notify_all()
+
+    def _least_busy(self, ids: list, n: int) -> tuple:
+        """The n of `ids` with the fewest checks running, in order."""
+        return tuple(sorted(sorted(ids, key=lambda i: (len(self._running[i]), i))[:n]))
 
     def _open(self) -> list:
         """GPUs neither held by a timing nor reserved for one."""

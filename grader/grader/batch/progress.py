@@ -44,9 +44,11 @@ class StageTimes:
         self.passed += timed
         self.to_time += timed or again
 
-    def timed(self, seconds: float, ran: bool) -> None:
+    def timed(self, seconds: float) -> None:
+        """A submission left the timing queue: timed in `seconds`, or not timed (0: its check alone
+        failed)."""
         self.to_time -= 1
-        if ran:
+        if seconds:
             self.timing_s.append(seconds)
 
 

@@ -194,7 +194,7 @@ class Batch(State, Outputs, Progress):
                     if step == "checked":
                         self.stages.checked(job.check_s, False, False)
                     elif step == "timed":
-                        self.stages.timed(job.timing_s, job.timing_s > 0)
+                        self.stages.timed(job.timing_s)
                     self._finish(job)
         except KeyboardInterrupt:
             interrupted = True
