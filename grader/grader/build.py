@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import sandbox
-from .jail import FORBIDDEN_LIBS
+from .jail import FORBIDDEN_LIBS, toolkit_root
 from .tasks import ROOT, Task
 
 
@@ -57,7 +57,9 @@ def make(args: list, log: Path, timeout: float) -> sandbox.Run:
 
 
 def _nvcc() -> str:
-    return str(Path(require_nvcc()).resolve())
+    """The toolkit's own nvcc (not a wrapper script on PATH, which a jail's view may not show)."""
+    require_nvcc()
+    return str(toolkit_root() / "bin" / "nvcc")
 
 
 def build_harness(task: Task, arch: str, log: Path) -> None:

@@ -117,16 +117,16 @@ class Jail:
              "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm"]
         a += _ro("/etc/ld.so.cache")
         if view == "check":  # only the namespaces and /usr: can bubblewrap work here at all?
-            a += _system_dirs(self.hidden)
+            a += _system_dirs()
         elif view == "compile":
-            a += _system_dirs(self.hidden) + _ro(self.toolkit) + _ro(self.include) + _ro("/etc/alternatives")
+            a += _system_dirs() + _ro(self.toolkit) + _ro("/etc/alternatives")
         elif view in ("run", "sanitize", "profile"):
             profiled = view == "profile" and self.profiler is not None
             if profiled:
                 # ncu and the system files it needs (read-only, as when compiling), before the libraries
                 # (those under them are there already): nothing of a profiled run is graded, so a
                 # library reachable there earns nothing.
-                a += _system_dirs(self.hidden) + _ro(self.profiler)
+                a += _system_dirs() + _ro(self.profiler)
             for lib in self.runtime:
                 if not (profiled and str(lib).startswith(_UNDER_SYSTEM)):
                     a += _ro(lib)
@@ -148,6 +148,11 @@ class Jail:
                         a += _ro(lib)
         else:
             raise ValueError(f"no such view: {view}")
+        # The covers go over every folder bound so far (a toolkit found at /usr/local would show all of
+        # /usr/local again), and under the kit's staged files and the work folder, bound next.
+        a += _covers(self.hidden)
+        if view == "compile":
+            a += _ro(self.include)
         a += ["--bind", str(work), str(work)]
         for p in read_only:  # after the work folder: a file inside it (the runner) is bound over itself
             a += _ro(p)
@@ -189,17 +194,21 @@ _UNDER_SYSTEM = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
 """What a path under the system folders starts with."""
 
 
-def _system_dirs(hidden: list) -> list:
-    """/usr read-only, and the top-level folders that point into it (merged /usr) as the same links;
-    an empty tmpfs over each `hidden` folder they would show. A view binds what it adds after this,
-    so that the toolkit stays visible even under a hidden folder."""
+def _system_dirs() -> list:
+    """/usr read-only, and the top-level folders that point into it (merged /usr) as the same links."""
     a = ["--ro-bind", "/usr", "/usr"]
     for top in _SYSTEM_TOPS:
         if os.path.islink(top):
             a += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             a += ["--ro-bind", top, top]
-    return a + [x for h in hidden if f"{h}/".startswith(_UNDER_SYSTEM) for x in ("--tmpfs", str(h))]
+    return a
+
+
+def _covers(hidden: list) -> list:
+    """An empty tmpfs over each `hidden` folder that lies under the system folders (and so would
+    show wherever /usr or a tool's folder in it is bound)."""
+    return [x for h in hidden if f"{h}/".startswith(_UNDER_SYSTEM) for x in ("--tmpfs", str(h))]
 
 
 def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] = None,
@@ -211,8 +220,7 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise JailError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
-    nvcc = shutil.which("nvcc")
-    toolkit = Path(nvcc).resolve().parent.parent if nvcc else Path("/usr/local/cuda").resolve()
+    toolkit = toolkit_root() or Path("/usr/local/cuda").resolve()
     sanitizer = sanitizer_executable()
     libs = runtime_libraries(probe)
     jail = Jail(bwrap=bwrap, toolkit=toolkit, include=Path(include).resolve(), runtime=libs,
@@ -226,13 +234,41 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     return jail
 
 
+@functools.lru_cache(maxsize=None)
+def _toolkit_of(nvcc: str) -> Path:
+    here = Path(nvcc).resolve()
+    if (here.parent / "nvcc.profile").is_file():  # the toolkit's own bin/
+        return here.parent.parent
+    # A wrapper (/usr/local/bin/nvcc: `exec /usr/local/cuda-13.0/bin/nvcc "$@"`): its folder's parent is
+    # not the toolkit, and binding it would show whatever else lies there. nvcc says where it runs from.
+    try:
+        r = subprocess.run([nvcc, "-dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+                           capture_output=True, text=True, timeout=120)
+        m = re.search(r"^#\$ _HERE_=(.+)$", r.stdout + r.stderr, re.M)
+        if m and (Path(m.group(1)) / "nvcc").is_file():
+            return Path(m.group(1)).resolve().parent
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return here.parent.parent
+
+
+def toolkit_root() -> Optional[Path]:
+    """The CUDA Toolkit's folder (bin/nvcc, nvvm/, compute-sanitizer/) of the nvcc on PATH, followed
+    through links and wrapper scripts; None where there is no nvcc."""
+    nvcc = shutil.which("nvcc")
+    return _toolkit_of(nvcc) if nvcc else None
+
+
 def sanitizer_executable() -> Optional[str]:
     """compute-sanitizer's own executable (the one on PATH is often a shell script that calls it), or None."""
     exe = shutil.which("compute-sanitizer")
     if not exe:
         return None
-    real = Path(exe).resolve().parent.parent / "compute-sanitizer" / "compute-sanitizer"
-    return str(real) if real.is_file() else exe
+    for top in (Path(exe).resolve().parent.parent, toolkit_root()):
+        real = top / "compute-sanitizer" / "compute-sanitizer" if top else None
+        if real and real.is_file():
+            return str(real)
+    return exe
 
 
 def profiler_folder() -> Optional[Path]:

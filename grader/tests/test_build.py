@@ -224,3 +224,17 @@ def test_a_wrong_entry_point_signature_fails_to_link_naming_the_expected_one(com
     assert "`void trmm(int n, const double* A, double* B)`" in messages
     assert messages.startswith("kernel.cu must define the entry point")
     assert str(c.workdir) not in messages
+
+
+def test_an_nvcc_on_path_that_is_a_wrapper_script_is_followed_to_the_toolkit_it_runs(tmp_path, monkeypatch):
+    """/usr/local/bin/nvcc in Debian's CUDA images is `exec /usr/local/cuda-X/bin/nvcc "$@"`: the
+    toolkit is where that nvcc lives, not /usr/local (which the jail would then bind whole)."""
+    from grader import jail
+    real = jail.toolkit_root()
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text(f'#!/bin/sh\nexec {real / "bin" / "nvcc"} "$@"\n')
+    (tmp_path / "bin" / "nvcc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    assert jail.toolkit_root() == real != tmp_path
+    assert build._nvcc() == str(real / "bin" / "nvcc")
+    assert (real / "bin" / "nvcc.profile").is_file()

@@ -381,14 +381,27 @@ def test_gradescope_in_a_container_without_user_namespaces_refuses_and_runs_noth
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or not os.access("/usr/local", os.W_OK),
                     reason="needs nvcc on PATH and a /usr/local this test may write in (root)")
-def test_a_kit_installed_under_usr_local_stays_hidden_from_the_compile_and_profile_views(tmp_path):
+@pytest.mark.parametrize("nvcc_on_path", ["the toolkit's own", "a wrapper script beside the kit"])
+def test_a_kit_installed_under_usr_local_stays_hidden_from_the_compile_and_profile_views(tmp_path, monkeypatch,
+                                                                                        nvcc_on_path):
     """The compile view binds /usr whole: a kit installed in /usr/local (with its references, its task
-    files and hidden cases, a class or outputs kept beside it) would be #include-able there."""
-    kit = Path(tempfile.mkdtemp(prefix="kit-installed-", dir="/usr/local"))
+    files and hidden cases, a class or outputs kept beside it) would be #include-able there. Where the
+    nvcc on PATH is a wrapper script (Debian's CUDA images put one in /usr/local/bin), its folder's
+    parent is not the toolkit: bound as if it were, it showed the kit again."""
+    top = Path(tempfile.mkdtemp(prefix="kit-installed-", dir="/usr/local"))
+    kit = top / "kit"
     root = Path(tempfile.mkdtemp(prefix="kit-test-jail-"))
     try:
+        kit.mkdir()
+        if nvcc_on_path == "a wrapper script beside the kit":  # as /usr/local/bin/nvcc beside /usr/local/kit
+            (top / "bin").mkdir()
+            (top / "bin" / "nvcc").write_text(f'#!/bin/sh\nexec {jail.toolkit_root() / "bin" / "nvcc"} "$@"\n')
+            (top / "bin" / "nvcc").chmod(0o755)
+            monkeypatch.setenv("PATH", f"{top / 'bin'}:{os.environ['PATH']}")
+            assert shutil.which("nvcc") == str(top / "bin" / "nvcc")
         (kit / "reference" / "trmm").mkdir(parents=True)
         (kit / "reference" / "trmm" / "kernel.cu").write_text("void trmm(int n, const double* A, double* B) { }\n")
+        os.chmod(top, 0o755)
         os.chmod(kit, 0o755)
         j = sandbox.open_jail(root, tasks.ROOT / "harness" / "include", None, Limits(), hidden=(kit,))
         fine, thief = tmp_path / "fine.cu", tmp_path / "thief.cu"
@@ -409,5 +422,5 @@ def test_a_kit_installed_under_usr_local_stays_hidden_from_the_compile_and_profi
         assert "end" in r.output and "void trmm" not in r.output, r.output
     finally:
         sandbox.confine(None)
-        shutil.rmtree(kit, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)

@@ -53,8 +53,9 @@ def find_ncu() -> Optional[str]:
     env = os.environ.get("NCU")
     found = shutil.which(env) if env else shutil.which("ncu")
     if not found and not env:
-        nvcc = shutil.which("nvcc")
-        beside = Path(nvcc).resolve().parent / "ncu" if nvcc else None
+        from ..jail import toolkit_root  # nvcc's toolkit, through a wrapper script on PATH too
+        top = toolkit_root()
+        beside = top / "bin" / "ncu" if top else None
         found = str(beside) if beside and beside.is_file() else None
     return _through_launcher(found) if found else None
 
