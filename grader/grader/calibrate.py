@@ -25,7 +25,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, gpu, grade, protocol, report, tasks, workdir
+from . import build, gpu, grade, performance, protocol, report, tasks, workdir
 from .results import GpuInfo, Verdict
 
 PREFERRED_SOURCES = ("H100 SXM", "H200")
@@ -61,7 +61,7 @@ def measure(task: tasks.Task, info: GpuInfo, say=print) -> list:
             c = g.case
             plan = protocol.plan_line("timed", c.id, c.seed, c.tol, c.reference, c.params,  # the judge draws
                                       warmup=g.warmup, runs=g.runs) + "\n"                  # the seeds itself
-            routes, _ = grade._baselines(task, work, info.arch, plan, c.id, g.warmup)
+            routes, _ = performance.library_times(task, work, info.arch, plan, c.id, g.warmup)
             units = task.work(c.params)
             rates = {name: units / (t.median_ms / 1e3) for name, t in routes}
             if primary not in rates:

@@ -12,20 +12,19 @@
 from __future__ import annotations
 
 import shutil
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import build, judged, protocol, sandbox, score, workdir
-from .checks import case_result, explain, number
-from .gpu import NoGpu, peak
+from . import build, judged, performance, protocol, score, workdir
+from .checks import case_result
+from .gpu import NoGpu
 from .profile import run as profile_run
-from .results import Baseline, CaseResult, GpuInfo, GradeResult, Performance, Timing, Verdict
+from .results import CaseResult, GpuInfo, GradeResult, Verdict
 from .sanitize import sanitize
-from .tasks import Task, describe
+from .tasks import Task
 
 
 @dataclass
@@ -43,7 +42,7 @@ class Options:
     """Time every library route of the assignment, not only the baseline the score is drawn from (the
     bench's tables compare them; each route costs a grading a second or two)."""
     baselines: Optional[Callable] = None
-    """Times the library's route for a graded case, as _baselines does (a batch passes one that times
+    """Times the library's route for a graded case, as performance.library_times does (a batch passes one that times
     it once for the whole class); None: timed in this grading."""
 
 
@@ -128,7 +127,7 @@ def check_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: Gr
     t0 = time.monotonic()
     try:
         result.cases = correctness(task, work, gpu.arch, opts.secret, opts.gpus)
-    except Forbidden as f:
+    except judged.Forbidden as f:
         _fail(result, Verdict.FORBIDDEN_CALL, str(f))
         return False
     result.stage_seconds["correctness"] = time.monotonic() - t0
@@ -152,8 +151,8 @@ def timing_stages(task: Task, work: Path, gpu: GpuInfo, opts: Options, result: G
     to itself."""
     t0 = time.monotonic()
     try:
-        performance(task, work, gpu, opts.secret, result, opts.gpus, opts.all_routes, opts.baselines)
-    except Forbidden as f:
+        performance.performance(task, work, gpu, opts.secret, result, opts.gpus, opts.all_routes, opts.baselines)
+    except judged.Forbidden as f:
         return _fail(result, Verdict.FORBIDDEN_CALL, str(f))
     result.stage_seconds["performance"] = time.monotonic() - t0
     if opts.profile and result.performance:
@@ -197,7 +196,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
     while pending:
         attempt += 1
         plan = "".join(protocol.plan_line("case", c.id, c.seed, c.tol, c.reference, c.params) + "\n" for c in pending)
-        s = _session(task, work, arch, plan, f"correctness{attempt}", task.timeouts["case"], len(pending), secret, gpus)
+        s = judged.session(task, work, arch, plan, f"correctness{attempt}", task.timeouts["case"], len(pending), secret, gpus)
         for r in s.records:
             if r.get("event") == "done":
                 verdicts[r["case"]] = None  # ran to the end: the comparison decides
@@ -206,6 +205,9 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
                 checks.setdefault(r.get("case"), []).append(r)
         started = [r["case"] for r in s.records if r.get("event") == "start"]
         current = started[-1] if started and started[-1] not in verdicts else None
+        oom = s.out_of_memory()
+        if oom is not None and oom.get("case") in verdicts:  # after "done", checking its outputs
+            current = oom["case"]
         finished = not s.ended_early()
         if finished and not s.timed_out and all(c.id in verdicts for c in pending):
             break
@@ -224,6 +226,8 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
             # Over the jail's memory or disk limit: the machine is protected, not the rest of the cases
             # graded (a hog in its first call would take every fresh runner to the limit again).
             why = "an earlier case went over the jail's limits" if s.runner and s.runner.stopped_for else ""
+            if oom is not None:  # each fresh runner would take the GPU's memory again
+                why = "an earlier case ran the GPU out of memory"
         if why:
             for later in ids[ids.index(current) + 1:]:
                 verdicts[later] = (Verdict.NOT_RUN, f"not run: {why}")
@@ -241,164 +245,3 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
             r.params, r.seconds = {}, None
         out.append(r)
     return out
-
-
-class Forbidden(Exception):
-    """The runner's process loaded a library the assignment forbids."""
-
-
-def _session(task: Task, work: Path, arch: str, plan: str, label: str, case_limit: float, ncases: int,
-             secret: Optional[int], gpus: Optional[tuple] = None) -> judged.Session:
-    """The judge and the student's runner on `plan`; stopped when any one case runs longer than
-    case_limit seconds. A failing judge is the kit's problem, not the student's: KitError."""
-    args = ("--secret", str(secret)) if secret is not None else ()
-    s = judged.run(build.checker_path(task, arch), plan, [str(work / "runner")], work, label, case_limit,
-                   case_limit * ncases + 60, view="run", read_only=(work / "runner",), judge_args=args, gpus=gpus)
-    _judge_failed(task, s)
-    bad = next((r for r in s.records if r.get("event") == "forbidden_library"), None)
-    if bad:
-        raise Forbidden(f"kernel.cu's process loaded a library this assignment forbids: {bad.get('library')} "
-                        f"(in case {bad.get('case')})")
-    return s
-
-
-def _judge_failed(task: Task, s: judged.Session) -> None:
-    if s.judge is not None and s.judge.returncode in (-signal.SIGTERM, -signal.SIGINT):
-        # Stopped from outside (Ctrl-C, a TERM from scancel or a time limit reaches every process of
-        # the job): no verdict, the grading stops as the grader does.
-        raise KeyboardInterrupt
-    if s.judge is None or s.timed_out or s.judge.returncode in (0, -9):
-        return
-    raise build.KitError(f"the {task.name} judge failed (exit {s.judge.returncode}):\n{s.judge.output}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Performance.
-
-def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
-                gpus: Optional[tuple] = None, all_routes: bool = False, baselines: Optional[Callable] = None) -> None:
-    """Times every graded case; the performance points are the mean of theirs. The first failure
-    (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
-    for graded in task.graded:
-        perf = _time_one(task, work, gpu, graded, secret, result, gpus, all_routes, baselines)
-        if perf is None:
-            return
-        result.performance.append(perf)
-    points = sum(p.points for p in result.performance) / len(result.performance)
-    result.score = result.correctness_points + points
-    result.message = "; ".join(
-        f"{p.rate:,.0f} {task.metric}" + (f" ({p.rate / p.baseline_rate:.2f}x {p.baseline_name})" if p.baseline_rate else "")
-        + (f" at {describe(p.params)}" if len(task.graded) > 1 else "")
-        for p in result.performance)
-
-
-def _time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int], result: GradeResult,
-              gpus: Optional[tuple] = None, all_routes: bool = False,
-              baselines: Optional[Callable] = None) -> Optional[Performance]:
-    g = graded.case
-    line = protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params,
-                              warmup=graded.warmup, runs=graded.runs)
-    limit = task.timeouts["timed"]
-    s = _session(task, work, gpu.arch, line + "\n", f"timed-{g.id}", limit, 1, secret, gpus)
-    timed = next((r for r in s.records if r.get("event") == "timed"), None)
-    if s.timed_out:
-        return _perf_fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {limit} s")
-    if timed is None or s.ended_early():
-        v, msg = s.fault(g.id)
-        return _perf_fail(result, v, f"in the timed runs: {msg}")
-
-    checks = {g.id: [r for r in s.records if r.get("event") == "check" and r.get("case") == g.id]}
-    bad = [r for r in checks[g.id] if not r.get("pass")]
-    if bad or not checks[g.id]:
-        r = bad[0] if bad else {"reason": "no output was checked"}
-        return _perf_fail(result, Verdict.INCORRECT,
-                          f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
-
-    # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
-    returned = {}
-    for name in task.returned:
-        values = sorted(number(r.get("value")) for r in checks[g.id] if r.get("array") == name and "value" in r)
-        if values:
-            returned[name] = values[len(values) // 2]
-    work_units = task.work(g.params, returned)
-    # The library's baseline route (or all its routes) and the empty call, timed by the same judge
-    # once the runner is gone.
-    baseline = task.data["performance"].get("baseline", "")
-    routes, overhead_ms = (baselines or _baselines)(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus,
-                                                    None if all_routes else baseline)
-    timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup)
-    rate = work_units / (timing.median_ms / 1e3)
-    nbytes = task.bytes(g.params, returned)
-    perf = Performance(g.id, g.params, task.metric, timing, rate,
-                       gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
-                       baseline_name=baseline,
-                       judge_read_ms=overhead_ms)
-
-    for name, timing in routes:
-        perf.baselines.append(Baseline(name, work_units / (timing.median_ms / 1e3), timing))
-    primary = next((b for b in perf.baselines if b.name == perf.baseline_name), None)
-    if primary:
-        perf.baseline_rate = primary.rate
-
-    per = float(task.data["metric"].get("per", 1.0))
-    pk, pk_source = peak(gpu, task.peak_kind)
-    if task.gpus_required > 1:  # each GPU brings its own peak
-        pk, pk_source = pk * task.gpus_required, f"{task.gpus_required} x {pk_source}"
-    # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second.
-    if task.peak_kind != "dram":
-        perf.peak = pk * 1e9 / per
-    elif nbytes and nbytes > gpu.l2_bytes * task.gpus_required:
-        # The metric's rate when its bytes move at the bandwidth (for GB/s, the bandwidth itself).
-        # A bandwidth bound holds only for data that cannot sit in L2.
-        perf.peak = pk * 1e9 * work_units / nbytes
-    if perf.peak and rate > perf.peak:
-        result.performance.append(perf)  # on the record, unscored
-        return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
-                          f"{rate:,.0f} {task.metric} is above this GPU's peak of {perf.peak:,.0f} "
-                          f"({pk_source}): the time cannot be right, so it is not scored")
-    if perf.gbs and nbytes > gpu.l2_bytes:
-        bw, bw_source = peak(gpu, "dram")
-        bw *= task.gpus_required
-        if perf.gbs > bw:
-            result.performance.append(perf)
-            return _perf_fail(result, Verdict.INVALID_MEASUREMENT,
-                              f"{perf.gbs:,.0f} GB/s is above this GPU's memory bandwidth of {bw:,.0f} GB/s "
-                              f"({bw_source}): the time cannot be right, so it is not scored")
-    perf.thresholds = score.thresholds(task, gpu, perf.baseline_rate, g.id)
-    if perf.thresholds:
-        perf.points = score.performance_points(rate, perf.thresholds)
-    return perf
-
-
-def _perf_fail(result: GradeResult, verdict: Verdict, message: str) -> None:
-    """No performance points; a wrong timed output loses the correctness points too, since the
-    submission computed right only when it was not being timed."""
-    result.verdict, result.message = verdict, message
-    result.score = 0.0 if verdict == Verdict.INCORRECT else result.correctness_points
-    return None
-
-
-def without_overhead(times_ms: list, overhead_ms: float) -> list:
-    """Timed runs with the round trip of an empty call taken off (never below a nanosecond)."""
-    return [max(float(t) - overhead_ms, 1e-6) for t in times_ms]
-
-
-def _baselines(task: Task, work: Path, arch: str, plan: str, case_id: str, warmup: int,
-               gpus: Optional[tuple] = None, route: Optional[str] = None) -> tuple:
-    """([(library route, Timing)], overhead ms): the route named `route` (None: every route), served by
-    the checker and timed by the judge exactly as the student's code is, and the least time of an
-    empty call through the same round trip (the checker's, so that no student code can make it
-    longer), taken off every route's times here and off the student's by the caller."""
-    checker = build.checker_path(task, arch)
-    limit = task.timeouts["timed"] * 4
-    s = judged.run(checker, plan, [str(checker), "serve"], work, f"baseline-{case_id}", limit, limit, view=None,
-                   judge_args=("--baseline",) + (("--route", route) if route else ()), gpus=gpus)
-    _judge_failed(task, s)
-    empty = [min(r["times_ms"]) for r in s.records if r.get("event") == "overhead"]
-    overhead = float(empty[0]) if empty else 0.0
-    routes = [(r["library"], Timing(without_overhead(r["times_ms"], overhead), warmup))
-              for r in s.records if r.get("event") == "baseline"]
-    if s.timed_out or not routes or s.ended_early():
-        log = sandbox.tail(work / f"baseline-{case_id}.log")
-        raise build.KitError(f"timing the {task.name} baseline failed:\n{log}")
-    return routes, overhead

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import jail, protocol, sandbox
+from . import build, jail, protocol, sandbox
 from .results import Verdict
 
 
@@ -37,8 +38,13 @@ class Session:
     """The session's wall time, start of the judge to the end of both."""
 
     def ended_early(self) -> bool:
-        """The runner faulted or went before the judge was done with it."""
-        return any(r.get("event") in ("launch_error", "runtime_error", "runner_gone") for r in self.records)
+        """The runner faulted or went before the judge was done with it, or took the GPU's memory."""
+        return any(r.get("event") in ("launch_error", "runtime_error", "runner_gone", "out_of_memory")
+                   for r in self.records)
+
+    def out_of_memory(self) -> Optional[dict]:
+        """The judge's record of one of its own allocations failing for want of memory, or None."""
+        return next((r for r in self.records if r.get("event") == "out_of_memory"), None)
 
     def fault(self, case_id: str, conceal: bool = False) -> tuple:
         """(verdict, message) for a runner that ended early in case `case_id`; with `conceal` (a hidden
@@ -46,6 +52,9 @@ class Session:
         run = self.runner
         if run is not None and run.stopped_for:
             return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
+        oom = self.out_of_memory()
+        if oom is not None:
+            return Verdict.RUNTIME_ERROR, _out_of_memory(oom)
         for r in self.records:
             if r.get("case") == case_id and r.get("event") in ("launch_error", "runtime_error"):
                 what = f"{r.get('cuda_error')} ({r.get('message')})"
@@ -63,6 +72,18 @@ class Session:
             return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
         last = "" if conceal else sandbox.last_line(run.output)
         return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
+
+
+def _out_of_memory(r: dict) -> str:
+    """What a student reads when the judge found the GPU's memory gone while their program ran."""
+    gib = lambda b: f"{b / 2**30:.1f}"
+    free = ""
+    if r.get("total_bytes"):
+        free = (f" ({gib(r.get('free_bytes', 0))} of {gib(r['total_bytes'])} GiB were free then, "
+                f"{gib(r.get('free_at_start_bytes', 0))} before your program's first call)")
+    return (f"the GPU's memory ran out while your program held it: the judge could not allocate what case "
+            f"{r.get('case')} needs{free}. Free what you allocate (cudaFree), and allocate no more than "
+            f"the task needs")
 
 
 class _Lines:
@@ -172,3 +193,33 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
         os.close(rfd)
     s.records, s.arrived, s.seconds = lines.records, lines.arrived, time.monotonic() - lines.t0
     return s
+
+
+class Forbidden(Exception):
+    """The runner's process loaded a library the assignment forbids."""
+
+
+def session(task, work: Path, arch: str, plan: str, label: str, case_limit: float, ncases: int,
+            secret: Optional[int], gpus: Optional[tuple] = None) -> Session:
+    """The judge and the student's runner (work/runner) on `plan`; stopped when any one case runs
+    longer than case_limit seconds. A failing judge is the kit's problem, not the student's: KitError."""
+    args = ("--secret", str(secret)) if secret is not None else ()
+    s = run(build.checker_path(task, arch), plan, [str(work / "runner")], work, label, case_limit,
+            case_limit * ncases + 60, view="run", read_only=(work / "runner",), judge_args=args, gpus=gpus)
+    judge_failed(task, s)
+    bad = next((r for r in s.records if r.get("event") == "forbidden_library"), None)
+    if bad:
+        raise Forbidden(f"kernel.cu's process loaded a library this assignment forbids: {bad.get('library')} "
+                        f"(in case {bad.get('case')})")
+    return s
+
+
+def judge_failed(task, s: Session) -> None:
+    """KitError where the judge failed; KeyboardInterrupt where it was stopped from outside."""
+    if s.judge is not None and s.judge.returncode in (-signal.SIGTERM, -signal.SIGINT):
+        # Stopped from outside (Ctrl-C, a TERM from scancel or a time limit reaches every process of
+        # the job): no verdict, the grading stops as the grader does.
+        raise KeyboardInterrupt
+    if s.judge is None or s.timed_out or s.judge.returncode in (0, -9):
+        return
+    raise build.KitError(f"the {task.name} judge failed (exit {s.judge.returncode}):\n{s.judge.output}")

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import archives, batch, build, grade, jail, sandbox, submissions, tasks
+from grader import archives, batch, build, grade, jail, performance, sandbox, submissions, tasks
 from grader import gpu as gpu_mod
 from grader.batch import gpus as batch_gpus
 from grader.results import GpuInfo
@@ -221,8 +221,8 @@ def test_a_batch_gives_each_student_a_verdict_a_record_a_report_and_results_json
 def test_a_batch_times_the_library_once_per_graded_case_and_every_record_compares_with_that_measurement(
         fake_kit, tmp_path, monkeypatch):
     timed = []
-    real = grade._baselines
-    monkeypatch.setattr(grade, "_baselines", lambda *a, **k: timed.append(a[4]) or real(*a, **k))
+    real = performance.library_times
+    monkeypatch.setattr(performance, "library_times", lambda *a, **k: timed.append(a[4]) or real(*a, **k))
     subs, out = tmp_path / "subs", tmp_path / "out"
     for s in ("alice", "bob", "carol"):
         (subs / s / "trmm").mkdir(parents=True)
@@ -239,7 +239,7 @@ def test_the_batch_s_library_times_are_measured_again_once_they_are_older_than_t
     from grader.batch.baselines import SharedBaselines
     now = [0.0]
     calls = []
-    monkeypatch.setattr(grade, "_baselines", lambda *a: calls.append(a) or ([("lib", None)], 0.01))
+    monkeypatch.setattr(performance, "library_times", lambda *a: calls.append(a) or ([("lib", None)], 0.01))
     kept = SharedBaselines(max_age_s=600, clock=lambda: now[0])
     task = SimpleNamespace(name="trmm")
     for t in (0, 599, 601, 602):
@@ -590,7 +590,7 @@ def test_a_judge_stopped_by_a_term_from_outside_stops_the_grading_without_a_verd
     s = judged.Session(records=[{"event": "start", "case": "n1"}], runner=sandbox.Run(-15, False, 1, ""),
                        judge=sandbox.Run(-15, False, 1, ""))
     with pytest.raises(KeyboardInterrupt):
-        grade._judge_failed(tasks.load("trmm"), s)
+        judged.judge_failed(tasks.load("trmm"), s)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import build, checks, grade, report, tasks
+from grader import build, checks, grade, performance, report, tasks
 from grader.results import CaseResult, GpuInfo, Verdict
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -110,7 +110,7 @@ def test_a_hung_kernel_times_out_in_its_case_and_the_later_cases_are_not_run(rep
 
 
 def test_a_rate_above_the_gpus_peak_is_an_invalid_measurement_and_not_scored(replay, monkeypatch):
-    monkeypatch.setattr(grade, "peak", lambda gpu, kind: (1000.0, "test"))  # 1 TFLOP/s "peak"
+    monkeypatch.setattr(performance, "peak", lambda gpu, kind: (1000.0, "test"))  # 1 TFLOP/s "peak"
     r, _ = replay("reference")
     assert r.verdict == Verdict.INVALID_MEASUREMENT
     assert "above this GPU's peak" in r.message
@@ -179,8 +179,35 @@ def test_a_runner_stopped_at_the_jails_memory_limit_leaves_the_later_cases_not_r
         sessions.append(label)
         return judged.Session(records=[{"event": "ready"}, {"event": "start", "case": first}], runner=runner)
 
-    monkeypatch.setattr(grade, "_session", session)
+    monkeypatch.setattr(judged, "session", session)
     cases = grade.correctness(task, Path("work"), "sm_90", None)
     assert sessions == ["correctness1"]
     assert cases[0].verdict == Verdict.RUNTIME_ERROR and "4 GiB of host memory" in cases[0].message
     assert all(c.verdict == Verdict.NOT_RUN and "limits" in c.message for c in cases[1:])
+
+
+def test_the_judge_out_of_gpu_memory_charges_its_case_as_a_runtime_error_and_leaves_the_later_cases_not_run(
+        monkeypatch):
+    """gpu_memory_hog.cu keeps the GPU's memory from its first call: the judge, checking that call's
+    outputs, finds none for the truth. That case gets the runtime error (not the next one), and no
+    fresh runner takes the GPU's memory again for each later case."""
+    from grader import judged, sandbox
+    task = tasks.load("conv1d")
+    first = task.cases[0].id
+    sessions = []
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        sessions.append(label)
+        return judged.Session(records=[
+            {"event": "ready"}, {"event": "start", "case": first}, {"event": "done", "case": first, "ms": 1.0},
+            {"event": "out_of_memory", "case": first, "what": "cudaMalloc(&p, alloc_bytes(a)): out of memory",
+             "free_bytes": 2 << 20, "total_bytes": 80 << 30, "free_at_start_bytes": 79 << 30}],
+            runner=sandbox.Run(-9, False, 1.0, ""), judge=sandbox.Run(0, False, 1.0, ""))
+
+    monkeypatch.setattr(judged, "session", session)
+    cases = grade.correctness(task, Path("work"), "sm_90", None)
+    assert sessions == ["correctness1"]
+    assert cases[0].verdict == Verdict.RUNTIME_ERROR
+    assert "memory ran out while your program held it" in cases[0].message
+    assert "0.0 of 80.0 GiB were free then, 79.0 before your program's first call" in cases[0].message
+    assert all(c.verdict == Verdict.NOT_RUN and "ran the GPU out of memory" in c.message for c in cases[1:])

@@ -191,6 +191,23 @@ def test_a_runner_that_writes_into_the_judges_socket_ends_its_session_as_a_broke
     assert verdict.value == "runtime_error" and "broke the judge's protocol" in message
 
 
+@pytest.mark.parametrize("oom", [1, 2], ids=["a_runtime_call", "a_driver_call"])
+def test_the_judge_finding_no_memory_for_its_own_allocation_ends_the_session_as_the_runners_runtime_error(kit, oom):
+    """A kernel.cu that takes the GPU's memory and keeps it leaves the judge none for its next case
+    or its truth: that is the runner's verdict, not a kit failure (gpu_memory_hog.cu in the hostile
+    class is the attack on a GPU; here the test problem's truth stands in for the failed allocation)."""
+    plan = f"case id=small seed=11 rtol=1e-12 reference=cpu n=1000 oom={oom}\n" + TIMED
+    out = judge(kit, "honest", plan=plan)
+    assert out["judge"] == 0, out["judge_output"]  # without the hook: CUDA_CHECK's exit 1, "the judge failed"
+    oom_record = events(out, "out_of_memory")
+    assert len(oom_record) == 1 and oom_record[0]["case"] == "small", out["records"]
+    assert not events(out, "checked") and not events(out, "timed")  # the session ended there
+    s = judged.Session(records=out["records"], runner=sandbox.Run(out["runner"] or 0, False, 0, ""))
+    assert s.ended_early()
+    verdict, message = s.fault("small")
+    assert verdict.value == "runtime_error" and "memory ran out while your program held it" in message
+
+
 def test_a_library_loaded_at_run_time_by_a_forbidden_name_is_reported_naming_it(kit):
     out = judge(kit, "library", plan=CORRECTNESS, env={"KIT_TEST_LIBRARY": str(kit["fake_library"])})
     bad = events(out, "forbidden_library")

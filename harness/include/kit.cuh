@@ -43,6 +43,13 @@ enum ExitCode : int {
     kExitHarnessError = 6,   // the harness itself failed (out of memory, unreadable file, ...)
 };
 
+// The checker could not get the GPU (or pinned host) memory one of its steps needs. In a grading the
+// runner shares the GPU, so the judge writes this down as the runner's doing (judge.cu), not as the
+// kit failing: a kernel.cu that takes the GPU's memory and keeps it gets a verdict, not a kit error.
+struct OutOfMemory : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Deterministic, counter-based random numbers: value i of stream s is a pure function of
 // (seed, s, i), identical on host and device, so the checker can regenerate any input the runner

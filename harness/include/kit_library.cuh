@@ -13,13 +13,16 @@ namespace kit {
 inline cublasHandle_t cublas() {
     static cublasHandle_t handle = [] {
         cublasHandle_t h;
-        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
+        cublasStatus_t s = cublasCreate(&h);
+        if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemory("cublasCreate: out of GPU memory");
+        if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
         return h;
     }();
     return handle;
 }
 
 inline void cublas_check(cublasStatus_t s, const char* what) {
+    if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemory(std::string(what) + ": out of GPU memory");
     if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + " failed: " + cublasGetStatusString(s));
 }
 

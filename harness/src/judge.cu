@@ -25,6 +25,8 @@
 // launch, with a kernel left resident that polls the inputs; the judge's inputs are complete only
 // once its L2 flush has run, just before its clock starts.)
 // Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
+// Where one of the judge's own allocations finds the GPU's memory gone (a runner that took it and
+// keeps it), the session ends with an "out_of_memory" record: the runner's verdict, not a kit error.
 #include <unistd.h>
 
 #include <algorithm>
@@ -275,9 +277,24 @@ int judge(const JudgeOptions& o) {
     Problem& p = problem();
     Judge j(o, p, out);
     out.begin().field("event", "ready").end();  // the grader starts the runner: both open the GPU side by side
-    if (o.memory == Memory::device) require_gpu();
+    size_t free_at_start = 0, total = 0;
+    if (o.memory == Memory::device) {
+        require_gpu();
+        cudaMemGetInfo(&free_at_start, &total);  // before the runner's first call could take any
+    }
+    // The judge's own allocations (its arrays, the truth, its library's workspace) share the GPU with
+    // the runner: one that fails for want of memory ends the session with a record saying so.
+    cuda_check_hook = [](cudaError_t err, const char* expr) {
+        if (err == cudaErrorMemoryAllocation) throw OutOfMemory(std::string(expr) + ": " + cudaGetErrorString(err));
+    };
     try {
         j.run(cases);
+    } catch (const OutOfMemory& e) {
+        size_t free = 0;
+        if (o.memory == Memory::device && cudaMemGetInfo(&free, &total) != cudaSuccess) free = 0;
+        out.begin().field("event", "out_of_memory").field("case", j.current ? j.current->id : "")
+            .field("what", e.what()).field("free_bytes", (long long)free).field("total_bytes", (long long)total)
+            .field("free_at_start_bytes", (long long)free_at_start).end();
     } catch (const RunnerFault& f) {
         out.begin().field("event", f.kind == "launch" ? "launch_error" : "runtime_error")
             .field("case", j.current ? j.current->id : "").field("cuda_error", f.error)

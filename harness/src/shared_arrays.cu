@@ -66,6 +66,7 @@ const Driver& driver() {
 }
 
 void check(CUresult r, const char* what) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) throw OutOfMemory(std::string(what) + ": out of GPU memory");
     if (r != CUDA_SUCCESS) throw std::runtime_error(std::string(what) + " failed (CUresult " + std::to_string((int)r) + ")");
 }
 

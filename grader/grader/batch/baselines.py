@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Optional
 
-from .. import grade
+from .. import performance
 
 MAX_AGE_S = 600
 """Ten minutes: a GPU's speed drifts by a percent or two over minutes (bench/<gpu>/fairness), far
@@ -17,7 +17,7 @@ less than a tier apart."""
 
 
 class SharedBaselines:
-    """grade.Options.baselines for a batch: grade._baselines, kept per (assignment, case, GPUs, route,
+    """grade.Options.baselines for a batch: performance.library_times, kept per (assignment, case, GPUs, route,
     plan) for MAX_AGE_S. Timed in the grading of whichever submission needs it first, after its
     runner is gone, exactly as a grading of its own times it."""
 
@@ -36,7 +36,7 @@ class SharedBaselines:
             kept = self._kept.get(key)
         if kept and self._clock() - kept[0] < self.max_age_s:
             return kept[1]
-        got = grade._baselines(task, work, arch, plan, case_id, warmup, gpus, route)
+        got = performance.library_times(task, work, arch, plan, case_id, warmup, gpus, route)
         with self._lock:
             self._kept[key] = (self._clock(), got)
             self._at[key[:3]] = time.strftime("%H:%M:%S")

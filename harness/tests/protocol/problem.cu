@@ -19,6 +19,10 @@ struct Scale final : kit::Problem {
     void run_submission(const kit::Case& c, kit::Arrays& a) const override { scale((int)c.get("n"), a.f64("x"), a.f64("y")); }
 #else
     void reference_cpu(const kit::Case& c, kit::Arrays& h) const override {
+        // oom=1|2: the judge's allocation for the truth finds no memory left, as where a runner holds
+        // the GPU's memory (1: a CUDA runtime call, through CUDA_CHECK; 2: the driver's, cuMemCreate).
+        if (c.has("oom") && c.get("oom") == 1) CUDA_CHECK(cudaErrorMemoryAllocation);
+        if (c.has("oom") && c.get("oom") == 2) throw kit::OutOfMemory("cuMemCreate: out of GPU memory");
         const double* x = h.f64("x");
         double* y = h.f64("y");
         for (long long i = 0; i < c.get("n"); ++i) y[i] = 2 * x[i] + 1;
