@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import stat
 import signal
 import subprocess
@@ -111,8 +112,10 @@ class Proc:
             env = {}
             self.group = self.jail.limits.group()
             self.jail.prepare(self.cwd)
-        elif gpus is not None:
-            env = {**(env if env is not None else os.environ), **gpu_env(gpus)}
+        else:
+            env = outside_env(env if env is not None else os.environ)
+            if gpus is not None:
+                env.update(gpu_env(gpus))
         self.start = time.monotonic()
         self._next_disk = self.start
         protocol.clear(log)
@@ -162,6 +165,22 @@ class Proc:
             if self.jail is not None:
                 sweep(self.cwd)
         return Run(rc, timed_out, time.monotonic() - self.start, tail(self.log), self.stopped_for)
+
+
+def outside_env(env) -> dict:
+    """The environment of a program run outside the jail (the judge, the library's server, make), as
+    the grader's own but for LD_LIBRARY_PATH's empty and relative entries: the loader reads them against
+    the current folder, and `export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH` leaves one
+    where it was unset. In a submission's work folder, which its jailed runner writes, a libcublas.so.13
+    left there would otherwise be loaded by the next judge, as the TA."""
+    env = dict(env)
+    if "LD_LIBRARY_PATH" in env:
+        kept = [d for d in re.split(r"[:;]", env["LD_LIBRARY_PATH"]) if d.startswith("/")]
+        if kept:
+            env["LD_LIBRARY_PATH"] = ":".join(kept)
+        else:
+            del env["LD_LIBRARY_PATH"]
+    return env
 
 
 def physical(gpus: tuple) -> list:

@@ -1,7 +1,9 @@
 """sandbox.py: untrusted programs are stopped in time, with everything they started, and only the
 tail of what they print is read back."""
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -142,3 +144,31 @@ def test_processes_left_in_the_background_are_killed_when_the_program_exits(tmp_
     assert r.returncode == 0 and not r.timed_out
     pid = int(pidfile.read_text())
     assert wait_until(lambda: gone(pid)), f"the background process {pid} outlived the program"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.parametrize("entry", ["", "."], ids=["an_empty_entry", "a_relative_entry"])
+def test_a_library_a_runner_leaves_in_its_work_folder_is_never_loaded_by_the_judge(tmp_path, monkeypatch, entry):
+    """The judge and the library's server run outside the jail, as the TA, in the submission's work
+    folder, which the jailed runner writes. `export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH`
+    with nothing before it leaves an empty entry, which the loader reads as the current folder: a
+    libcublas.so.13 (here libkitvictim.so) left there by one session's runner was loaded, and its
+    constructor run as the TA, by the next session's judge."""
+    from grader import judged
+    real, work, marker = tmp_path / "kit-libs", tmp_path / "work", tmp_path / "pwned"
+    real.mkdir()
+    work.mkdir()
+    gcc = ["gcc", "-shared", "-fPIC", "-x", "c", "-"]
+    subprocess.run([*gcc, "-o", str(real / "libkitvictim.so")], input=b"int kit_victim(void) { return 0; }\n", check=True)
+    planted = (f'#include <stdio.h>\nint kit_victim(void) {{ return 0; }}\n'
+               f'__attribute__((constructor)) static void pwn(void) {{ fclose(fopen("{marker}", "w")); }}\n')
+    subprocess.run([*gcc, "-o", str(work / "libkitvictim.so")], input=planted.encode(), check=True)  # the runner's
+    judge = tmp_path / "judge"  # a stand-in judge that needs the library (as the checker needs cuBLAS)
+    subprocess.run(["gcc", "-x", "c", "-", "-o", str(judge), f"-L{real}", "-lkitvictim"],
+                   input=b"int kit_victim(void);\nint main(void) { return kit_victim(); }\n", check=True)
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{entry}:{real}")
+    judged.run(judge, "", [sys.executable, "-c", "pass"], work, "session", 10, 10, view=None)
+    assert not marker.exists(), "the judge loaded a library from the work folder"
+    r = sandbox.run([str(judge)], work, tmp_path / "kit.log", timeout=10)  # any kit program run outside the jail
+    assert r.returncode == 0, r.output  # the kit's own library is still found
+    assert not marker.exists(), "a kit program loaded a library from the work folder"
