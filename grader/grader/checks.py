@@ -48,10 +48,10 @@ def explain(rec: dict, tol: float, conceal: bool = False) -> str:
     if rec.get("nonfinite"):
         return f"{some(rec['nonfinite'])} elements of {name} are NaN or infinite"
     rel = number(rec.get("rel_error"))
+    if conceal:  # the program chose the error, and could write the case's sizes into it
+        return "within the tolerance" if rec.get("pass") else f"the relative error exceeds the tolerance {tol:g}"
     if rec.get("pass"):
         return f"relative error {rel:.1e}"
-    if conceal:
-        return f"relative error {rel:.1e} exceeds the tolerance {tol:g}"
     if "expected" in rec:  # a one-element output: a returned value (a count of sweeps, a sum) or n = 1
         where = f"{name} is {number(rec.get('value')):.17g}, expected {number(rec.get('expected')):.17g}"
     else:

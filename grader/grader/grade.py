@@ -241,7 +241,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
             r = case_result(c, checks.get(c.id, []), seconds.get(c.id))
         else:
             r = CaseResult(c.id, c.params, v[0], v[1], tolerance=c.tol)
-        if c.hidden:  # what students see of a hidden case: its verdict, never its sizes
-            r.params, r.seconds = {}, None
+        if c.hidden:  # what students see of a hidden case: its verdict, never its sizes (nor a number
+            r.params, r.seconds, r.rel_error = {}, None, None  # the program chose, which could carry them)
         out.append(r)
     return out

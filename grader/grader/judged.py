@@ -47,38 +47,44 @@ class Session:
         return next((r for r in self.records if r.get("event") == "out_of_memory"), None)
 
     def fault(self, case_id: str, conceal: bool = False) -> tuple:
-        """(verdict, message) for a runner that ended early in case `case_id`; with `conceal` (a hidden
-        case) without the program's last line of output, which could carry the case's sizes."""
+        """(verdict, message) for a runner that ended early in case `case_id`. With `conceal` (a hidden
+        case) the message holds nothing the program chose: not its fault's text or CUDA error (which it
+        can send itself), its exit status or signal, the memory it left free, or its last line of
+        output. The runner knows the case's sizes, and any of these could carry them out."""
         run = self.runner
         if run is not None and run.stopped_for:
             return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
         oom = self.out_of_memory()
         if oom is not None:
-            return Verdict.RUNTIME_ERROR, _out_of_memory(oom)
+            return Verdict.RUNTIME_ERROR, _out_of_memory(oom, conceal)
         for r in self.records:
             if r.get("case") == case_id and r.get("event") in ("launch_error", "runtime_error"):
-                what = f"{r.get('cuda_error')} ({r.get('message')})"
+                what = "" if conceal else f": {r.get('cuda_error')} ({r.get('message')})"
                 if r["event"] == "launch_error":
-                    return Verdict.LAUNCH_ERROR, f"a kernel launch (or CUDA call) was refused: {what}; nothing ran"
-                return Verdict.RUNTIME_ERROR, f"the kernel faulted: {what}"
+                    return Verdict.LAUNCH_ERROR, f"a kernel launch (or CUDA call) was refused{what}; nothing ran"
+                return Verdict.RUNTIME_ERROR, f"the kernel faulted{what}"
         gone = next((r for r in self.records if r.get("event") == "runner_gone"), {})
         if gone and "gone" not in gone.get("message", ""):
-            return Verdict.RUNTIME_ERROR, f"the program broke the judge's protocol ({gone['message']})"
+            return Verdict.RUNTIME_ERROR, "the program broke the judge's protocol" + (
+                "" if conceal else f" ({gone['message']})")
         if run is None:
             return Verdict.RUNTIME_ERROR, "the program did not start"
+        if conceal:
+            return Verdict.RUNTIME_ERROR, "the program ended before the judge was done with it"
         if run.returncode < 0:
             return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
         if run.returncode == 0:
             return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
-        last = "" if conceal else sandbox.last_line(run.output)
+        last = sandbox.last_line(run.output)
         return Verdict.RUNTIME_ERROR, f"the program exited with status {run.returncode}" + (f": {last}" if last else "")
 
 
-def _out_of_memory(r: dict) -> str:
-    """What a student reads when the judge found the GPU's memory gone while their program ran."""
+def _out_of_memory(r: dict, conceal: bool = False) -> str:
+    """What a student reads when the judge found the GPU's memory gone while their program ran (with
+    `conceal`, not how much was left: the program chose that)."""
     gib = lambda b: f"{b / 2**30:.1f}"
     free = ""
-    if r.get("total_bytes"):
+    if r.get("total_bytes") and not conceal:
         free = (f" ({gib(r.get('free_bytes', 0))} of {gib(r['total_bytes'])} GiB were free then, "
                 f"{gib(r.get('free_at_start_bytes', 0))} before your program's first call)")
     return (f"the GPU's memory ran out while your program held it: the judge could not allocate what case "
@@ -145,6 +151,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
     lines = _Lines(rfd)
     try:
         try:
+            # In the work folder, which the runner writes: sandbox.outside_env keeps the loader out of it.
             judge = sandbox.Proc(cmd, work, work / f"{label}-judge.log", pass_fds=(mine.fileno(), wfd),
                                  stdin=plan.encode(), gpus=gpus)
         finally:

@@ -103,6 +103,7 @@ def test_the_gradescope_entry_point_grades_the_submission_and_writes_results_jso
     assert "Ada Lovelace" in data["output"]
     hidden = [t for t in data["tests"] if "hidden-1" in t["name"]]  # trmm's hidden case, graded and shown
     assert len(hidden) == 1 and hidden[0]["visibility"] == "visible" and hidden[0]["status"] == "passed"
+    assert "e-" not in hidden[0].get("output", "") + hidden[0]["name"]  # no relative error: the program chose it
 
 
 def test_the_gradescope_entry_point_unpacks_a_zip_and_reports_a_wrong_result(fake_kit, tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import jail, judged, sandbox, tasks
+from grader import checks, jail, judged, sandbox, tasks
 from grader.limits import Limits
 
 ROOT = tasks.ROOT
@@ -206,6 +206,29 @@ def test_the_judge_finding_no_memory_for_its_own_allocation_ends_the_session_as_
     assert s.ended_early()
     verdict, message = s.fault("small")
     assert verdict.value == "runtime_error" and "memory ran out while your program held it" in message
+
+
+HIDDEN = "case id=hidden-1 seed=11 rtol=1e-12 reference=cpu n=777\n"
+
+
+@pytest.mark.parametrize("name", ["hidden_leak", "hidden_exit"])
+def test_a_fault_in_a_hidden_case_is_told_without_anything_the_program_chose_so_its_sizes_stay_hidden(kit, name):
+    """The runner knows a hidden case's sizes (it passes them to the entry point). hidden_leak sends a
+    fault of its own whose text carries n; hidden_exit exits with status n % 256."""
+    out = judge(kit, name, plan=HIDDEN)
+    s = judged.Session(records=out["records"], runner=sandbox.Run(out["runner"], False, 0, "n is 777"))
+    verdict, message = s.fault("hidden-1", conceal=True)
+    assert verdict.value == "runtime_error"
+    assert not re.search(r"\d", message), message
+    assert re.search(r"\d", s.fault("hidden-1")[1])  # a public case's message says it all
+
+
+def test_a_hidden_case_s_message_gives_no_relative_error_which_the_program_could_choose(kit):
+    out = judge(kit, "hidden_error", plan=HIDDEN)
+    found = events(out, "check", "hidden-1")
+    assert found and all(c["pass"] for c in found)
+    assert "7.8e-14" in checks.explain(found[0], 1e-12)  # n = 777, written into the error
+    assert checks.explain(found[0], 1e-12, conceal=True) == "within the tolerance"
 
 
 def test_a_library_loaded_at_run_time_by_a_forbidden_name_is_reported_naming_it(kit):
