@@ -264,10 +264,9 @@ def sanitizer_executable() -> Optional[str]:
     exe = shutil.which("compute-sanitizer")
     if not exe:
         return None
-    for top in (Path(exe).resolve().parent.parent, toolkit_root()):
-        real = top / "compute-sanitizer" / "compute-sanitizer" if top else None
-        if real and real.is_file():
-            return str(real)
+    for top in filter(None, (Path(exe).resolve().parent.parent, toolkit_root())):
+        if (top / "compute-sanitizer" / "compute-sanitizer").is_file():
+            return str(top / "compute-sanitizer" / "compute-sanitizer")
     return exe
 
 
