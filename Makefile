@@ -73,5 +73,10 @@ $(BUILD)/tests/cpp_tests: $(CATCH_OBJS) $(foreach a,$(ASSIGNMENTS),$(BUILD)/$(a)
 test-cpp: $(BUILD)/tests/cpp_tests
 	$(BUILD)/tests/cpp_tests
 
+# The checker's comparison on the GPU next to the host's (run by grader/tests/test_gpu_compare.py).
+$(BUILD)/tests/compare_on_gpu: $(BUILD)/tests/harness/tests/compare_on_gpu.o $(BUILD)/harness/check.o \
+                               $(BUILD)/harness/common.o $(BUILD)/harness/wire.o
+	$(NVCC) -arch=$(ARCH) -Xcompiler -fopenmp $^ -o $@
+
 clean:
 	rm -rf build

@@ -27,6 +27,29 @@ Comparison compare_array(const ArraySpec& spec, const void* input, const void* w
                          const std::vector<size_t>& positions, double tol,
                          const std::function<bool(size_t)>& is_protected);
 
+// The same comparison for whole arrays on the GPU that holds them (spec.device), done there: the
+// checker never copies a gigabyte output to the host. `input` may be null for a pure output; the
+// protected elements are the set bits of `protected_bits` (device memory; null: none). Each block
+// adds up a fixed stretch of the array in a fixed order and the host adds the blocks in array order,
+// so a result never depends on timing; its relative error may differ from compare_array's in the
+// last bits (another order of the same sums).
+Comparison compare_array_device(const ArraySpec& spec, const void* input, const void* want, const void* got,
+                                double tol, const uint32_t* protected_bits);
+
+// The elements `is_protected` marks, as a bit mask on the GPU of `spec` (bit i % 32 of word i / 32),
+// gathered once per case on every core; null where nothing is protected.
+class ProtectedMask {
+public:
+    ProtectedMask(const ArraySpec& spec, const std::function<bool(size_t)>& is_protected);
+    ~ProtectedMask();
+    ProtectedMask(const ProtectedMask&) = delete;
+    ProtectedMask& operator=(const ProtectedMask&) = delete;
+    const uint32_t* bits() const { return bits_; }
+
+private:
+    uint32_t* bits_ = nullptr;
+};
+
 void write_comparison(JsonLines& out, const Comparison& c);
 
 }  // namespace kit

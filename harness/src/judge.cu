@@ -17,7 +17,8 @@
 //      clock once they are in its hands. A "done" said early does not stop the clock: the GPU
 //      time-slices between the two processes, so the judge's read waits for the runner's kernel or
 //      sees outputs not yet written, which fail the comparison;
-//   4. after the timed runs, recomputes the truth of every run from its seed and compares.
+//   4. after the timed runs, recomputes the truth of every run from its seed and compares (whole
+//      outputs with a library truth on the GPU, in its own copy of them; see truth.h).
 // What the round trip itself costs (ringing, the switches between the two processes' GPU contexts,
 // the judge's read: ~0.3 ms on an H100) is measured by the grader with an empty call served by the
 // checker, a process it trusts, after the runner is gone, and taken off every timed run of the
@@ -133,7 +134,7 @@ private:
         double t0 = now_ms();
         call();
         double ms = now_ms() - t0;
-        Outputs o{Positions(arrays.specs.size()), whole(arrays)};
+        Outputs o = whole(arrays);
         out_.begin().field("event", "done").field("case", c.id).field("ms", ms).end();
         check_outputs(p_, c, 0, seed, o, out_);
         out_.begin().field("event", "checked").field("case", c.id).end();
@@ -162,7 +163,7 @@ private:
         };
         auto after = [&](int i, bool final_run) {
             taken[i].got = hand.values();
-            if (final_run && !o_.baseline) last = Outputs{Positions(arrays.specs.size()), whole(arrays)};
+            if (final_run && !o_.baseline) last = whole(arrays);
         };
         // The empty call is taken at its least, which needs no bursts: back to back it costs
         // milliseconds, in bursts as long as the case's own timed runs.
@@ -228,18 +229,33 @@ private:
         return p;
     }
 
-    // Every output, whole, read by the judge.
-    std::vector<std::vector<unsigned char>> whole(const Arrays& a) {
-        std::vector<std::vector<unsigned char>> v(a.specs.size());
+    // Every output, whole, as the judge read it: on the GPU into arrays of its own there (the runner
+    // shares the case's arrays), in host memory into the host.
+    Outputs whole(const Arrays& a) {
+        Outputs o{Positions(a.specs.size()), std::vector<std::vector<unsigned char>>(a.specs.size()), nullptr};
+        if (o_.memory == Memory::device) {
+            auto outputs_only = a.specs;
+            for (ArraySpec& s : outputs_only)
+                if (!is_output(s)) s.count = 0;
+            o.on_device = std::make_shared<DeviceArrays>(outputs_only);
+            for (size_t i = 0; i < a.specs.size(); ++i) {
+                const ArraySpec& s = a.specs[i];
+                if (!is_output(s)) continue;
+                CUDA_CHECK(cudaSetDevice(s.device));
+                CUDA_CHECK(cudaMemcpy(o.on_device->ptrs[i], a.ptrs[i], s.count * dtype_size(s.dtype),
+                                      cudaMemcpyDeviceToDevice));
+                CUDA_CHECK(cudaDeviceSynchronize());  // read now, not when the GPU gets to it
+            }
+            CUDA_CHECK(cudaSetDevice(0));
+            return o;
+        }
         for (size_t i = 0; i < a.specs.size(); ++i) {
             const ArraySpec& s = a.specs[i];
             if (!is_output(s)) continue;
-            v[i].resize(s.count * dtype_size(s.dtype));
-            if (v[i].empty()) continue;
-            if (o_.memory == Memory::host) std::memcpy(v[i].data(), a.ptrs[i], v[i].size());
-            else copy_to_host(s, a.ptrs[i], {}, v[i].data());
+            o.got[i].resize(s.count * dtype_size(s.dtype));
+            if (!o.got[i].empty()) std::memcpy(o.got[i].data(), a.ptrs[i], o.got[i].size());
         }
-        return v;
+        return o;
     }
 
     void record_seed(const Case& c, int run, uint64_t seed) {

@@ -22,6 +22,55 @@ void keep_positions(HostArrays& h, size_t i, const std::vector<size_t>& position
     h.ptrs[i] = h.storage[i].data();
 }
 
+double scalar(const ArraySpec& s, const void* p) {
+    return s.dtype == DType::f64 ? *(const double*)p : *(const float*)p;
+}
+
+bool same_arrays(const std::vector<ArraySpec>& a, const std::vector<ArraySpec>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].name != b[i].name || a[i].dtype != b[i].dtype || a[i].count != b[i].count || a[i].role != b[i].role ||
+            a[i].device != b[i].device)
+            return false;
+    return true;
+}
+
+// The library truth's arrays on the GPU, kept from one check to the next while a case's arrays stay
+// the same: jacobi's three gigabytes are allocated once per case, not once per timed run. `before`
+// holds what the in-place outputs started from (pure inputs and outputs get none).
+struct Kept {
+    std::unique_ptr<DeviceArrays> dev, before;
+};
+Kept& kept() {
+    static Kept k;
+    return k;
+}
+
+// Fills the inputs of `c` from `seed` in the kept arrays, poisons the outputs, calls `started` with
+// them, and leaves the truth there (library route 0).
+template <class Started>
+DeviceArrays& library_truth(const Problem& p, const Case& c, uint64_t seed, Started started) {
+    const auto specs = p.arrays(c);
+    Kept& k = kept();
+    if (!k.dev || !same_arrays(k.dev->specs, specs)) {
+        k.dev.reset();
+        k.before.reset();
+        k.dev = std::make_unique<DeviceArrays>(specs);
+        auto in_place = specs;
+        for (ArraySpec& s : in_place)
+            if (s.role != Role::inout) s.count = 0;
+        k.before = std::make_unique<DeviceArrays>(in_place);
+    }
+    DeviceArrays& dev = *k.dev;
+    fill_inputs_device(c, seed, dev);
+    poison_outputs_device(dev);
+    started(dev);
+    p.reference_library(c, dev, 0);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return dev;
+}
+
 // The truth for one call, with the inputs it started from, both on the host: for every output the
 // whole array, or only the elements at its positions (a probe of a timed run).
 struct Truth {
@@ -50,27 +99,100 @@ Truth compute_truth(const Problem& p, const Case& c, uint64_t seed, const Positi
     for (size_t i = 0; i < specs.size(); ++i)
         if (!positions[i].empty()) sized[i].count = positions[i].size();
     Truth t{std::make_unique<HostArrays>(sized, true), std::make_unique<HostArrays>(sized, true)};
-    DeviceArrays dev(specs);
-    fill_inputs_device(c, seed, dev);
-    poison_outputs_device(dev);
-    for (size_t i = 0; i < specs.size(); ++i)
-        if (specs[i].role == Role::inout)  // an in-place output is compared with its input
-            copy_to_host(specs[i], dev.ptrs[i], positions[i], t.inputs->ptrs[i]);
-    p.reference_library(c, dev, 0);
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DeviceArrays& dev = library_truth(p, c, seed, [&](DeviceArrays& d) {
+        for (size_t i = 0; i < specs.size(); ++i)
+            if (specs[i].role == Role::inout)  // an in-place output is compared with its input
+                copy_to_host(specs[i], d.ptrs[i], positions[i], t.inputs->ptrs[i]);
+    });
     for (size_t i = 0; i < specs.size(); ++i)
         if (is_output(specs[i])) copy_to_host(specs[i], dev.ptrs[i], positions[i], t.expected->ptrs[i]);
     return t;
 }
 
-double scalar(const ArraySpec& s, const void* p) {
-    return s.dtype == DType::f64 ? *(const double*)p : *(const float*)p;
+// The elements of output `s` of case `c` that must keep their input, as a mask on its GPU: gathered
+// once per case and array (every check of jacobi's field shares its walls).
+const uint32_t* protected_bits(const Problem& p, const Case& c, const ArraySpec& s) {
+    static std::string kept_for;
+    static std::map<std::string, std::unique_ptr<ProtectedMask>> masks;
+    std::string key = public_line(c);
+    if (key != kept_for) {
+        masks.clear();
+        kept_for = key;
+    }
+    std::unique_ptr<ProtectedMask>& m = masks[s.name];
+    if (!m) m = std::make_unique<ProtectedMask>(s, [&](size_t i) { return p.is_protected(c, s.name, i); });
+    return m->bits();
+}
+
+// What a check reads of one-element outputs (a count, a sum) on the host: the truth's as an Arrays
+// whose other outputs are null, and the values handed over by name.
+struct Scalars {
+    Arrays expected;
+    std::vector<double> storage;  // 8 bytes per array: room for either type
+    std::map<std::string, double> got;
+
+    Scalars(const std::vector<ArraySpec>& specs, const Arrays& truth, const Arrays& outputs)
+        : expected{specs, std::vector<void*>(specs.size(), nullptr)}, storage(specs.size()) {
+        for (size_t a = 0; a < specs.size(); ++a) {
+            if (!is_output(specs[a]) || specs[a].count != 1) continue;
+            copy_to_host(specs[a], truth.ptrs[a], {}, &storage[a]);
+            expected.ptrs[a] = &storage[a];
+            double v = 0;
+            copy_to_host(specs[a], outputs.ptrs[a], {}, &v);
+            got[specs[a].name] = scalar(specs[a], &v);
+        }
+    }
+};
+
+void check_on_device(const Problem& p, const Case& c, int run, uint64_t seed, const Outputs& o, JsonLines& out) {
+    const auto specs = p.arrays(c);
+    auto keep_inputs = [&](DeviceArrays& d) {
+        for (size_t i = 0; i < specs.size(); ++i)
+            if (specs[i].role == Role::inout) {
+                CUDA_CHECK(cudaSetDevice(specs[i].device));
+                CUDA_CHECK(cudaMemcpy(kept().before->ptrs[i], d.ptrs[i], specs[i].count * dtype_size(specs[i].dtype),
+                                      cudaMemcpyDeviceToDevice));
+            }
+        CUDA_CHECK(cudaSetDevice(0));
+    };
+    DeviceArrays* truth = &library_truth(p, c, seed, keep_inputs);
+    auto scalars = std::make_unique<Scalars>(specs, *truth, *o.on_device);
+    Case redo;
+    if (p.retarget(c, scalars->expected, scalars->got, redo)) {
+        truth = &library_truth(p, redo, seed, keep_inputs);
+        scalars = std::make_unique<Scalars>(specs, *truth, *o.on_device);
+    }
+    for (size_t a = 0; a < specs.size(); ++a) {
+        const ArraySpec& s = specs[a];
+        if (!is_output(s)) continue;
+        const void* input = s.role == Role::inout ? kept().before->ptrs[a] : nullptr;
+        Comparison cmp = compare_array_device(s, input, truth->ptrs[a], o.on_device->ptrs[a], c.tol,
+                                              protected_bits(p, c, s));
+        out.begin().field("event", "check").field("case", c.id).field("run", run).field("array", s.name);
+        write_comparison(out, cmp);
+        if (s.count == 1)
+            out.field("value", scalars->got[s.name]).field("expected", scalar(s, scalars->expected.ptrs[a]));
+        out.end();
+    }
+}
+
+// The outputs copied from the GPU to the host, for a truth computed there.
+Outputs on_host(const Outputs& o) {
+    Outputs h{o.positions, std::vector<std::vector<unsigned char>>(o.on_device->specs.size()), nullptr};
+    for (size_t a = 0; a < h.got.size(); ++a) {
+        const ArraySpec& s = o.on_device->specs[a];
+        if (!is_output(s)) continue;
+        h.got[a].resize(s.count * dtype_size(s.dtype));
+        if (!h.got[a].empty()) copy_to_host(s, o.on_device->ptrs[a], {}, h.got[a].data());
+    }
+    return h;
 }
 
 }  // namespace
 
 void check_outputs(const Problem& p, const Case& c, int run, uint64_t seed, const Outputs& o, JsonLines& out) {
+    if (o.on_device && c.reference == "library") return check_on_device(p, c, run, seed, o, out);
+    if (o.on_device) return check_outputs(p, c, run, seed, on_host(o), out);
     const auto specs = p.arrays(c);
     Truth truth = compute_truth(p, c, seed, o.positions);
     std::vector<std::string> problem(specs.size());
