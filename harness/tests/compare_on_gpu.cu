@@ -68,7 +68,7 @@ void field_in_place(JsonLines& out) {
     }
     got[first] = 1.5;
     got[777777] += 1e-9;
-    both_sides(out, "errors of one size", s, in, want, got, 1e-3, walls);
+    both_sides(out, "errors of one size", s, in, want, got, 1e-6, walls);
     got[(2 << 20) + 1] = got[2 << 20] = in[2 << 20] = in[(2 << 20) + 1];  // left as the input
     got[12345] = std::numeric_limits<double>::quiet_NaN();
     got[n - 1] = std::nextafter(got[n - 1], 1e300);  // a wall changed by one ulp
