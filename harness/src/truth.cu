@@ -176,7 +176,7 @@ void check_on_device(const Problem& p, const Case& c, int run, uint64_t seed, co
     }
 }
 
-// The outputs copied from the GPU to the host, for a truth computed there.
+// The outputs copied from the GPU to the host, for a truth computed on the CPU (small cases).
 Outputs on_host(const Outputs& o) {
     Outputs h{o.positions, std::vector<std::vector<unsigned char>>(o.on_device->specs.size()), nullptr};
     for (size_t a = 0; a < h.got.size(); ++a) {
