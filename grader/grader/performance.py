@@ -14,7 +14,6 @@ from .results import Baseline, GpuInfo, GradeResult, Performance, Timing, Verdic
 from .tasks import Task, describe
 
 
-
 def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
                 gpus: Optional[tuple] = None, all_routes: bool = False, baselines: Optional[Callable] = None) -> None:
     """Times every graded case; the performance points are the mean of theirs. The first failure

@@ -10,80 +10,83 @@ namespace kit {
 
 namespace {
 
-// A comparison in progress: the counts and the worst element, and the two sums the relative error
-// is made of. One per chunk of the array, added up in chunk order.
+// A comparison in progress: the counts, the two sums the relative error is made of, and the worst
+// element. Plain numbers, so that the GPU's blocks hand theirs back as they are.
 struct Tally {
-    Comparison c;
+    unsigned long long compared = 0, nonfinite = 0, unwritten = 0, protected_count = 0, protected_changed = 0;
     double err2 = 0, ref2 = 0, worst = -1;
+    long long worst_index = -1;
+    double worst_got = 0, worst_want = 0;
 
-    // Ties keep the earlier element, as one pass over the whole array would.
-    void add(const Tally& t) {
-        c.compared += t.c.compared;
-        c.nonfinite += t.c.nonfinite;
-        c.unwritten += t.c.unwritten;
-        c.protected_count += t.c.protected_count;
-        c.protected_changed += t.c.protected_changed;
-        err2 += t.err2;
-        ref2 += t.ref2;
-        if (t.worst > worst) {
-            worst = t.worst;
-            c.worst_index = t.c.worst_index;
-            c.worst_got = t.c.worst_got;
-            c.worst_want = t.c.worst_want;
-        }
-    }
-};
-
-// The verdict on a whole tally.
-Comparison finish(Tally& total, double tol) {
-    Comparison& c = total.c;
-    c.rel_error = total.ref2 > 0 ? std::sqrt(total.err2 / total.ref2) : std::sqrt(total.err2);
-    c.pass = c.nonfinite == 0 && c.unwritten == 0 && c.protected_changed == 0 && c.rel_error <= tol;
-    return c;
-}
-
-// Elements [begin, end) of the compared ones.
-template <class T, class Bits>
-Tally compare_range(const ArraySpec& spec, const T* input, const T* want, const T* got,
-                    const std::vector<size_t>& positions, size_t begin, size_t end,
-                    const std::function<bool(size_t)>& is_protected, Bits poison) {
-    Tally t;
-    Comparison& c = t.c;
-    for (size_t j = begin; j < end; ++j) {
-        size_t i = positions.empty() ? j : positions[j];
-        T g = got[j], w = want[j], in = input[j];
+    // Element i, its output `g`, truth `w` and input `in`, by the rules of check.h: written once, for
+    // the host's loop and the GPU's alike. Elements come in index order: the first of equals stays.
+    template <class T, class Bits>
+    __host__ __device__ void add(Role role, size_t i, T g, T w, T in, bool is_protected, Bits poison) {
         Bits gb, wb, ib;
-        std::memcpy(&gb, &g, sizeof g);
-        std::memcpy(&wb, &w, sizeof w);
-        std::memcpy(&ib, &in, sizeof in);
-        ++c.compared;
-        if (is_protected(i)) {
-            ++c.protected_count;
-            if (gb != ib) ++c.protected_changed;
-            continue;
+        memcpy(&gb, &g, sizeof g);
+        memcpy(&wb, &w, sizeof w);
+        memcpy(&ib, &in, sizeof in);
+        ++compared;
+        if (is_protected) {
+            ++protected_count;
+            if (gb != ib) ++protected_changed;
+            return;
         }
-        bool still_poison = spec.role == Role::out && gb == poison;
-        bool still_input = spec.role == Role::inout && gb == ib && wb != ib;
+        bool still_poison = role == Role::out && gb == poison;
+        bool still_input = role == Role::inout && gb == ib && wb != ib;
         if (still_poison || still_input) {
-            ++c.unwritten;
-            continue;
+            ++unwritten;
+            return;
         }
-        if (!std::isfinite((double)g) && std::isfinite((double)w)) {
-            ++c.nonfinite;
-            continue;
+        if (!isfinite((double)g) && isfinite((double)w)) {
+            ++nonfinite;
+            return;
         }
         double d = (double)g - (double)w;
-        t.err2 += d * d;
-        t.ref2 += (double)w * (double)w;
-        if (std::fabs(d) > t.worst) {
-            t.worst = std::fabs(d);
-            c.worst_index = (long long)i;
-            c.worst_got = g;
-            c.worst_want = w;
+        err2 += d * d;
+        ref2 += (double)w * (double)w;
+        if (fabs(d) > worst) {
+            worst = fabs(d);
+            worst_index = (long long)i;
+            worst_got = g;
+            worst_want = w;
         }
     }
-    return t;
-}
+
+    // Another part of the array; of two equal worst errors the lower index wins, as in one pass in
+    // index order.
+    __host__ __device__ void add(const Tally& t) {
+        compared += t.compared;
+        nonfinite += t.nonfinite;
+        unwritten += t.unwritten;
+        protected_count += t.protected_count;
+        protected_changed += t.protected_changed;
+        err2 += t.err2;
+        ref2 += t.ref2;
+        if (t.worst > worst || (t.worst == worst && t.worst >= 0 && t.worst_index < worst_index)) {
+            worst = t.worst;
+            worst_index = t.worst_index;
+            worst_got = t.worst_got;
+            worst_want = t.worst_want;
+        }
+    }
+
+    // The verdict on the whole array.
+    Comparison finish(double tol) const {
+        Comparison c;
+        c.compared = compared;
+        c.nonfinite = nonfinite;
+        c.unwritten = unwritten;
+        c.protected_count = protected_count;
+        c.protected_changed = protected_changed;
+        c.rel_error = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+        c.worst_index = worst_index;
+        c.worst_got = worst_got;
+        c.worst_want = worst_want;
+        c.pass = nonfinite == 0 && unwritten == 0 && protected_changed == 0 && c.rel_error <= tol;
+        return c;
+    }
+};
 
 // A large array on the host is compared in parallel (on 16 cores a 512^3 field took 0.1 s, not 1 s):
 // fixed chunks, added up in chunk order, so the result does not depend on the number of threads.
@@ -97,86 +100,33 @@ Comparison compare_typed(const ArraySpec& spec, const T* input, const T* want, c
     std::vector<Tally> part(chunks);
 #pragma omp parallel for schedule(dynamic, 1) if (chunks > 1)
     for (long long k = 0; k < chunks; ++k)
-        part[k] = compare_range(spec, input, want, got, positions, (size_t)k * kChunk,
-                                std::min(count, (size_t)(k + 1) * kChunk), is_protected, poison);
+        for (size_t j = (size_t)k * kChunk; j < std::min(count, (size_t)(k + 1) * kChunk); ++j) {
+            size_t i = positions.empty() ? j : positions[j];
+            part[k].add(spec.role, i, got[j], want[j], input[j], is_protected(i), poison);
+        }
     Tally total;
     for (const Tally& t : part) total.add(t);
-    return finish(total, tol);
+    return total.finish(tol);
 }
 
-// ---------------------------------------------------------------------------------------------
-// On the GPU: the same rules, one block per stretch of kDeviceStretch elements.
-
-// A block's tally, plain numbers only (it is copied back to the host).
-struct DeviceTally {
-    unsigned long long compared, nonfinite, unwritten, protected_count, protected_changed;
-    double err2, ref2, worst;
-    long long worst_index;
-    double worst_got, worst_want;
-};
-
+// On the GPU: one block per stretch of kDeviceStretch elements, its threads' tallies added up in a
+// fixed tree; the host adds the blocks in array order.
 constexpr int kDeviceThreads = 256;
 constexpr size_t kDeviceStretch = size_t(1) << 16;
 
-// `b` into `a`; of two equal worst errors the lower index wins, as in one pass in index order.
-__device__ void merge(DeviceTally& a, const DeviceTally& b) {
-    a.compared += b.compared;
-    a.nonfinite += b.nonfinite;
-    a.unwritten += b.unwritten;
-    a.protected_count += b.protected_count;
-    a.protected_changed += b.protected_changed;
-    a.err2 += b.err2;
-    a.ref2 += b.ref2;
-    if (b.worst > a.worst || (b.worst == a.worst && b.worst >= 0 && b.worst_index < a.worst_index)) {
-        a.worst = b.worst;
-        a.worst_index = b.worst_index;
-        a.worst_got = b.worst_got;
-        a.worst_want = b.worst_want;
-    }
-}
-
 template <class T, class Bits>
 __global__ void compare_kernel(Role role, size_t count, const T* input, const T* want, const T* got,
-                               const uint32_t* protected_bits, Bits poison, DeviceTally* out) {
-    __shared__ DeviceTally part[kDeviceThreads];
-    DeviceTally t{0, 0, 0, 0, 0, 0.0, 0.0, -1.0, -1, 0.0, 0.0};
+                               const uint32_t* protected_bits, Bits poison, Tally* out) {
+    __shared__ Tally part[kDeviceThreads];
+    Tally t;
     const size_t begin = blockIdx.x * kDeviceStretch, end = count - begin < kDeviceStretch ? count : begin + kDeviceStretch;
-    for (size_t i = begin + threadIdx.x; i < end; i += kDeviceThreads) {
-        T g = got[i], w = want[i], in = input ? input[i] : T(0);
-        Bits gb, wb, ib;
-        memcpy(&gb, &g, sizeof g);
-        memcpy(&wb, &w, sizeof w);
-        memcpy(&ib, &in, sizeof in);
-        ++t.compared;
-        if (protected_bits && (protected_bits[i / 32] >> (i % 32) & 1u)) {
-            ++t.protected_count;
-            if (gb != ib) ++t.protected_changed;
-            continue;
-        }
-        bool still_poison = role == Role::out && gb == poison;
-        bool still_input = role == Role::inout && gb == ib && wb != ib;
-        if (still_poison || still_input) {
-            ++t.unwritten;
-            continue;
-        }
-        if (!isfinite((double)g) && isfinite((double)w)) {
-            ++t.nonfinite;
-            continue;
-        }
-        double d = (double)g - (double)w;
-        t.err2 += d * d;
-        t.ref2 += (double)w * (double)w;
-        if (fabs(d) > t.worst) {  // a thread's elements come in index order: the first of equals stays
-            t.worst = fabs(d);
-            t.worst_index = (long long)i;
-            t.worst_got = g;
-            t.worst_want = w;
-        }
-    }
+    for (size_t i = begin + threadIdx.x; i < end; i += kDeviceThreads)
+        t.add(role, i, got[i], want[i], input ? input[i] : T(0),
+              protected_bits && (protected_bits[i / 32] >> (i % 32) & 1u), poison);
     part[threadIdx.x] = t;
     __syncthreads();
     for (int half = kDeviceThreads / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) merge(part[threadIdx.x], part[threadIdx.x + half]);
+        if (threadIdx.x < half) part[threadIdx.x].add(part[threadIdx.x + half]);
         __syncthreads();
     }
     if (threadIdx.x == 0) out[blockIdx.x] = part[0];
@@ -186,38 +136,21 @@ template <class T, class Bits>
 Comparison compare_typed_device(const ArraySpec& spec, const T* input, const T* want, const T* got, double tol,
                                 const uint32_t* protected_bits, Bits poison) {
     const size_t blocks = (spec.count + kDeviceStretch - 1) / kDeviceStretch;
+    std::vector<Tally> part(blocks);
+    if (blocks > 0) {
+        CUDA_CHECK(cudaSetDevice(spec.device));
+        Tally* parts = nullptr;
+        CUDA_CHECK(cudaMalloc(&parts, blocks * sizeof(Tally)));
+        compare_kernel<<<(unsigned)blocks, kDeviceThreads>>>(spec.role, spec.count, input, want, got, protected_bits,
+                                                             poison, parts);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaMemcpy(part.data(), parts, blocks * sizeof(Tally), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(parts));
+        CUDA_CHECK(cudaSetDevice(0));
+    }
     Tally total;
-    if (blocks == 0) {
-        Comparison& c = total.c;
-        c.pass = true;
-        return c;
-    }
-    CUDA_CHECK(cudaSetDevice(spec.device));
-    DeviceTally* parts = nullptr;
-    CUDA_CHECK(cudaMalloc(&parts, blocks * sizeof(DeviceTally)));
-    compare_kernel<<<(unsigned)blocks, kDeviceThreads>>>(spec.role, spec.count, input, want, got, protected_bits,
-                                                         poison, parts);
-    CUDA_CHECK(cudaGetLastError());
-    std::vector<DeviceTally> host(blocks);
-    CUDA_CHECK(cudaMemcpy(host.data(), parts, blocks * sizeof(DeviceTally), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaFree(parts));
-    CUDA_CHECK(cudaSetDevice(0));
-    for (const DeviceTally& d : host) {
-        Tally t;
-        t.c.compared = d.compared;
-        t.c.nonfinite = d.nonfinite;
-        t.c.unwritten = d.unwritten;
-        t.c.protected_count = d.protected_count;
-        t.c.protected_changed = d.protected_changed;
-        t.err2 = d.err2;
-        t.ref2 = d.ref2;
-        t.worst = d.worst;
-        t.c.worst_index = d.worst_index;
-        t.c.worst_got = d.worst_got;
-        t.c.worst_want = d.worst_want;
-        total.add(t);  // in array order: of equal worst errors the earlier block's stays
-    }
-    return finish(total, tol);
+    for (const Tally& t : part) total.add(t);
+    return total.finish(tol);
 }
 
 }  // namespace

@@ -109,6 +109,16 @@ Truth compute_truth(const Problem& p, const Case& c, uint64_t seed, const Positi
     return t;
 }
 
+// One "check" record: the comparison of output `s`, and for a one-element output (a count, a sum)
+// both values, for the report.
+void write_check(JsonLines& out, const Case& c, int run, const ArraySpec& s, const Comparison& cmp, double value,
+                 double expected) {
+    out.begin().field("event", "check").field("case", c.id).field("run", run).field("array", s.name);
+    write_comparison(out, cmp);
+    if (s.count == 1) out.field("value", value).field("expected", expected);
+    out.end();
+}
+
 // The elements of output `s` of case `c` that must keep their input, as a mask on its GPU: gathered
 // once per case and array (every check of jacobi's field shares its walls).
 const uint32_t* protected_bits(const Problem& p, const Case& c, const ArraySpec& s) {
@@ -168,11 +178,8 @@ void check_on_device(const Problem& p, const Case& c, int run, uint64_t seed, co
         const void* input = s.role == Role::inout ? kept().before->ptrs[a] : nullptr;
         Comparison cmp = compare_array_device(s, input, truth->ptrs[a], o.on_device->ptrs[a], c.tol,
                                               protected_bits(p, c, s));
-        out.begin().field("event", "check").field("case", c.id).field("run", run).field("array", s.name);
-        write_comparison(out, cmp);
-        if (s.count == 1)
-            out.field("value", scalars->got[s.name]).field("expected", scalar(s, scalars->expected.ptrs[a]));
-        out.end();
+        write_check(out, c, run, s, cmp, scalars->got[s.name],
+                    s.count == 1 ? scalar(s, scalars->expected.ptrs[a]) : 0);
     }
 }
 
@@ -210,17 +217,14 @@ void check_outputs(const Problem& p, const Case& c, int run, uint64_t seed, cons
     for (size_t a = 0; a < specs.size(); ++a) {
         const ArraySpec& s = specs[a];
         if (!is_output(s)) continue;
-        out.begin().field("event", "check").field("case", c.id).field("run", run).field("array", s.name);
         if (!problem[a].empty()) {
-            out.field("pass", false).field("reason", problem[a]).end();
+            out.begin().field("event", "check").field("case", c.id).field("run", run).field("array", s.name)
+                .field("pass", false).field("reason", problem[a]).end();
             continue;
         }
         Comparison cmp = compare_array(s, truth.inputs->ptrs[a], truth.expected->ptrs[a], o.got[a].data(), o.positions[a],
                                        c.tol, [&](size_t i) { return p.is_protected(c, s.name, i); });
-        write_comparison(out, cmp);
-        if (s.count == 1)  // a returned value (a count, a sum): both sides, for the report
-            out.field("value", scalars[s.name]).field("expected", scalar(s, truth.expected->ptrs[a]));
-        out.end();
+        write_check(out, c, run, s, cmp, scalars[s.name], s.count == 1 ? scalar(s, truth.expected->ptrs[a]) : 0);
     }
 }
 

@@ -51,8 +51,9 @@ def choose(requested: Optional[list], mixed: bool = False, say=print) -> dict:
 
 
 CHECK_MEMORY = 16 << 30
-"""GPU memory given to each check beside others: a jacobi check holds about 7 GiB (the judge's three
-1 GiB fields, the truth's three, the runner's own), with room for a submission's scratch."""
+"""GPU memory given to each check beside others: a jacobi check holds about 8 GiB (the case's three
+1 GiB fields, which the runner shares, the judge's copy of the output, the truth's three fields and
+the output's starting values), with room for a submission's scratch."""
 MAX_CHECKS = 4
 
 
