@@ -137,6 +137,8 @@ public:
         }
     }
 
+    std::string protected_key(const kit::Case& c) const override { return "n=" + std::to_string(c.get("n")); }
+
     bool is_protected(const kit::Case& c, const std::string& array, size_t index) const override {
         if (array == "sweeps") return false;
         const long long n = c.get("n");

@@ -25,7 +25,7 @@ from . import build, gpu, grade, tasks
 from .results import GpuInfo, Verdict
 from .tasks import describe
 
-STAGES = ("harness", "build", "correctness", "sanitize", "performance")
+STAGES = ("harness", "build", "library", "correctness", "sanitize", "performance")
 
 
 def slug(name: str) -> str:
@@ -143,6 +143,8 @@ def tables(record: dict) -> str:
             out.append(f"| {a['assignment']} | {c['case']} ({c['size']}) | {_num(c['reference'], unit)} | {routes} "
                        f"| {limit} | {_pct(c['fraction'])} | {dram} | {_pct(c['spread'])} | {score_text} |")
     out += ["", "## Grading time per stage (seconds)", "",
+            "The library's routes are timed while kernel.cu compiles (on a machine with cores to spare); "
+            "`library` is what that took beyond the build. The total is the grading's wall time.", "",
             "| assignment | grading | " + " | ".join(STAGES) + " | total |",
             "| --- | --- | " + " | ".join("---" for _ in STAGES) + " | --- |"]
     for a in record["assignments"]:

@@ -7,10 +7,12 @@
   performance only when every case is correct: fresh secret inputs per timed run, L2 flushed, the
               judge's clock stopped once the outputs are in its hands; every timed run's output
               checked at positions drawn after the run; the library baseline timed by the same
-              judge; a rate above the GPU's peak is flagged, never scored
+              judge (while kernel.cu compiles, where the cores allow); a rate above the GPU's peak
+              is flagged, never scored
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 import time
@@ -43,7 +45,8 @@ class Options:
     bench's tables compare them; each route costs a grading a second or two)."""
     baselines: Optional[Callable] = None
     """Times the library's route for a graded case, as performance.library_times does (a batch passes one that times
-    it once for the whole class); None: timed in this grading."""
+    it once for the whole class); None: timed in this grading, while kernel.cu compiles where the machine
+    has the cores for both (performance.EarlyBaselines)."""
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
@@ -65,9 +68,22 @@ def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path
     t0 = time.monotonic()
     build.build_harness(task, gpu.arch, work / "harness.log")  # once per architecture, then cached
     result.stage_seconds["harness"] = time.monotonic() - t0
-    if not build_stage(task, submission, gpu.arch, work, result):
-        return result
-    return gpu_stages(task, work, gpu, opts, result)
+    early = None
+    if opts.baselines is None and performance.EarlyBaselines.fit(task):
+        baseline = None if opts.all_routes else task.data["performance"].get("baseline", "")
+        early = performance.EarlyBaselines(task, work, gpu.arch, opts.gpus, baseline)
+        opts = dataclasses.replace(opts, baselines=early)
+    try:
+        if not build_stage(task, submission, gpu.arch, work, result):
+            return result
+        if early is not None:  # the GPU is the student's code's alone from here on
+            t0 = time.monotonic()
+            early.wait()
+            result.stage_seconds["library"] = time.monotonic() - t0  # what the build did not cover
+        return gpu_stages(task, work, gpu, opts, result)
+    finally:
+        if early is not None:
+            early.stop()
 
 
 def new_result(task: Task, submission: Path, gpu: GpuInfo, opts: Options) -> GradeResult:

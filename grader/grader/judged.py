@@ -13,6 +13,7 @@ import os
 import select
 import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +38,11 @@ class Session:
     seconds: float = 0.0
     """The session's wall time, start of the judge to the end of both."""
 
-    def ended_early(self) -> bool:
-        """The runner faulted or went before the judge was done with it, or took the GPU's memory."""
+    def ended_early(self, case_id: Optional[str] = None) -> bool:
+        """The runner faulted or went before the judge was done with it, or took the GPU's memory (with
+        `case_id`, in that case)."""
         return any(r.get("event") in ("launch_error", "runtime_error", "runner_gone", "out_of_memory")
-                   for r in self.records)
+                   and (case_id is None or r.get("case") == case_id) for r in self.records)
 
     def out_of_memory(self) -> Optional[dict]:
         """The judge's record of one of its own allocations failing for want of memory, or None."""
@@ -133,13 +135,14 @@ JUDGE_LIMIT = 1800.0
 
 def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case_limit: float, total_limit: float,
         view: Optional[str] = "run", read_only: tuple = (), judge_args: tuple = (),
-        gpus: Optional[tuple] = None) -> Session:
+        gpus: Optional[tuple] = None, stop: Optional[threading.Event] = None) -> Session:
     """Judges `runner_cmd` (which gets the socket's descriptor number as its last argument) on the
     plan lines `plan`, which reach the judge through its standard input (a copy is kept in
     work/LABEL.plan, for reading only: a runner can write there). Both use the GPUs `gpus` (indices in
     PCI order; None: the machine's default).
     The grader stops both when the runner holds a case for `case_limit` seconds with no record, or
-    after `total_limit` (the judge's own work between "done" and "checked" counted in neither)."""
+    after `total_limit` (the judge's own work between "done" and "checked" counted in neither), or once
+    `stop` is set (both as a time-out)."""
     sandbox.seal()
     s = Session()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -149,6 +152,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
            "--forbid", ",".join(jail.FORBIDDEN_LIBS), *judge_args]
     judge = runner = None
     lines = _Lines(rfd)
+    stopped = lambda: stop is not None and stop.is_set()
     try:
         try:
             # In the work folder, which the runner writes: sandbox.outside_env keeps the loader out of it.
@@ -162,7 +166,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
             if not judge.running() and not lines.read(0):
                 break
             lines.read(0.05)
-            if time.monotonic() - start > total_limit:
+            if time.monotonic() - start > total_limit or stopped():
                 s.timed_out = True
                 break
         if any(r.get("event") == "ready" for r in lines.records) and not s.timed_out:
@@ -181,7 +185,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
                     last = time.monotonic()
                 now = time.monotonic()
                 limit = JUDGE_LIMIT if turn else case_limit
-                if now - last > limit or now - start - judging > total_limit:
+                if now - last > limit or now - start - judging > total_limit or stopped():
                     s.timed_out = True
                     break
                 if not runner.running() and runner.stopped_for:

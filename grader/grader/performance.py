@@ -1,9 +1,11 @@
 """The performance stage of a grading: each graded case timed by the judge on fresh secret inputs,
-every timed run's output checked, the library's route timed by the same judge once the runner is
-gone, and the rate scored against the GPU's thresholds (a rate above the GPU's peak is flagged,
-never scored)."""
+every timed run's output checked, the library's route timed by the same judge with no runner of the
+student's alive (while kernel.cu compiles, or after the student's timing), and the rate scored
+against the GPU's thresholds (a rate above the GPU's peak is flagged, never scored)."""
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -16,10 +18,13 @@ from .tasks import Task, describe
 
 def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
                 gpus: Optional[tuple] = None, all_routes: bool = False, baselines: Optional[Callable] = None) -> None:
-    """Times every graded case; the performance points are the mean of theirs. The first failure
-    (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
+    """Times every graded case, in one session; the performance points are the mean of theirs. The
+    first failure (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
+    plan = "".join(graded_line(g) + "\n" for g in task.graded)
+    limit = task.timeouts["timed"]
+    s = judged.session(task, work, gpu.arch, plan, "timed", limit, len(task.graded), secret, gpus)
     for graded in task.graded:
-        perf = time_one(task, work, gpu, graded, secret, result, gpus, all_routes, baselines)
+        perf = score_one(task, work, gpu, graded, s, result, gpus, all_routes, baselines)
         if perf is None:
             return
         result.performance.append(perf)
@@ -31,40 +36,45 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
         for p in result.performance)
 
 
-def time_one(task: Task, work: Path, gpu: GpuInfo, graded, secret: Optional[int], result: GradeResult,
+def graded_line(graded) -> str:
+    """The plan line of a graded case, for the student's timing and the library's alike."""
+    g = graded.case
+    return protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params, warmup=graded.warmup, runs=graded.runs)
+
+
+def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, result: GradeResult,
               gpus: Optional[tuple] = None, all_routes: bool = False,
               baselines: Optional[Callable] = None) -> Optional[Performance]:
+    """The rate of graded case `graded` from the timed session `s`, next to the library's, and its points."""
     g = graded.case
-    line = protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params,
-                              warmup=graded.warmup, runs=graded.runs)
-    limit = task.timeouts["timed"]
-    s = judged.session(task, work, gpu.arch, line + "\n", f"timed-{g.id}", limit, 1, secret, gpus)
-    timed = next((r for r in s.records if r.get("event") == "timed"), None)
-    if s.timed_out:
-        return _fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {limit} s")
-    if timed is None or s.ended_early():
+    mine = [r for r in s.records if r.get("case") == g.id]
+    timed = next((r for r in mine if r.get("event") == "timed"), None)
+    finished = any(r.get("event") == "checked" for r in mine)
+    if s.timed_out and not finished:
+        return _fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {task.timeouts['timed']} s")
+    if timed is None or s.ended_early(g.id) or not finished:
         v, msg = s.fault(g.id)
         return _fail(result, v, f"in the timed runs: {msg}")
 
-    checks = {g.id: [r for r in s.records if r.get("event") == "check" and r.get("case") == g.id]}
-    bad = [r for r in checks[g.id] if not r.get("pass")]
-    if bad or not checks[g.id]:
+    checks = [r for r in mine if r.get("event") == "check"]
+    bad = [r for r in checks if not r.get("pass")]
+    if bad or not checks:
         r = bad[0] if bad else {"reason": "no output was checked"}
         return _fail(result, Verdict.INCORRECT,
-                          f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
+                     f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
 
     # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
     returned = {}
     for name in task.returned:
-        values = sorted(number(r.get("value")) for r in checks[g.id] if r.get("array") == name and "value" in r)
+        values = sorted(number(r.get("value")) for r in checks if r.get("array") == name and "value" in r)
         if values:
             returned[name] = values[len(values) // 2]
     work_units = task.work(g.params, returned)
     # The library's baseline route (or all its routes) and the empty call, timed by the same judge
-    # once the runner is gone.
+    # with no runner of the student's alive.
     baseline = task.data["performance"].get("baseline", "")
-    routes, overhead_ms = (baselines or library_times)(task, work, gpu.arch, line + "\n", g.id, graded.warmup, gpus,
-                                                        None if all_routes else baseline)
+    routes, overhead_ms = (baselines or library_times)(task, work, gpu.arch, graded_line(graded) + "\n", g.id,
+                                                        graded.warmup, gpus, None if all_routes else baseline)
     timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params, returned)
@@ -123,21 +133,77 @@ def without_overhead(times_ms: list, overhead_ms: float) -> list:
 
 
 def library_times(task: Task, work: Path, arch: str, plan: str, case_id: str, warmup: int,
-               gpus: Optional[tuple] = None, route: Optional[str] = None) -> tuple:
+                  gpus: Optional[tuple] = None, route: Optional[str] = None) -> tuple:
     """([(library route, Timing)], overhead ms): the route named `route` (None: every route), served by
     the checker and timed by the judge exactly as the student's code is, and the least time of an
     empty call through the same round trip (the checker's, so that no student code can make it
     longer), taken off every route's times here and off the student's by the caller."""
+    return library_times_of(task, work, arch, plan, {case_id: warmup}, f"baseline-{case_id}", gpus, route)[case_id]
+
+
+def library_times_of(task: Task, work: Path, arch: str, plan: str, warmups: dict, label: str,
+                     gpus: Optional[tuple] = None, route: Optional[str] = None,
+                     stop: Optional[threading.Event] = None) -> dict:
+    """library_times for every case of `plan` (case id -> its warm-up calls), in one session:
+    {case id: (routes, overhead ms)}. `stop`, once set, ends the session early (KitError)."""
     checker = build.checker_path(task, arch)
     limit = task.timeouts["timed"] * 4
-    s = judged.run(checker, plan, [str(checker), "serve"], work, f"baseline-{case_id}", limit, limit, view=None,
-                   judge_args=("--baseline",) + (("--route", route) if route else ()), gpus=gpus)
+    s = judged.run(checker, plan, [str(checker), "serve"], work, label, limit, limit * len(warmups), view=None,
+                   judge_args=("--baseline",) + (("--route", route) if route else ()), gpus=gpus, stop=stop)
     judged.judge_failed(task, s)
-    empty = [min(r["times_ms"]) for r in s.records if r.get("event") == "overhead"]
-    overhead = float(empty[0]) if empty else 0.0
-    routes = [(r["library"], Timing(without_overhead(r["times_ms"], overhead), warmup))
-              for r in s.records if r.get("event") == "baseline"]
-    if s.timed_out or not routes or s.ended_early():
-        log = sandbox.tail(work / f"baseline-{case_id}.log")
-        raise build.KitError(f"timing the {task.name} baseline failed:\n{log}")
-    return routes, overhead
+    got = {}
+    for case_id, warmup in warmups.items():
+        mine = [r for r in s.records if r.get("case") == case_id]
+        empty = [min(r["times_ms"]) for r in mine if r.get("event") == "overhead"]
+        overhead = float(empty[0]) if empty else 0.0
+        routes = [(r["library"], Timing(without_overhead(r["times_ms"], overhead), warmup))
+                  for r in mine if r.get("event") == "baseline"]
+        if s.timed_out or not routes or s.ended_early():
+            log = sandbox.tail(work / f"{label}.log")
+            raise build.KitError(f"timing the {task.name} baseline failed:\n{log}")
+        got[case_id] = (routes, overhead)
+    return got
+
+
+class EarlyBaselines:
+    """grade.Options.baselines for a grading of its own: the library's route for every graded case,
+    timed in one session while kernel.cu compiles. The GPU is idle then and no student code runs
+    (the compiler only reads kernel.cu), so the grading saves the build's seconds, and the library is
+    timed with no runner of the student's alive, as always. Only where the machine has MIN_CPUS or
+    more: with fewer, the compiler would take a core from the judge's round trip."""
+
+    MIN_CPUS = 4
+
+    @classmethod
+    def fit(cls, task: Task) -> bool:
+        return bool(task.graded) and len(os.sched_getaffinity(0)) >= cls.MIN_CPUS
+
+    def __init__(self, task: Task, work: Path, arch: str, gpus: Optional[tuple], route: Optional[str]):
+        self.route = route
+        self._stop = threading.Event()
+        self._got, self._error = None, None
+        plan = "".join(graded_line(g) + "\n" for g in task.graded)
+        warmups = {g.case.id: g.warmup for g in task.graded}
+        self._thread = threading.Thread(target=self._time, args=(task, work, arch, plan, warmups, gpus), daemon=True)
+        self._thread.start()
+
+    def _time(self, task, work, arch, plan, warmups, gpus):
+        try:
+            self._got = library_times_of(task, work, arch, plan, warmups, "baseline", gpus, self.route, self._stop)
+        except BaseException as e:  # raised where the times are asked for
+            self._error = e
+
+    def wait(self) -> None:
+        """Returns once the library's session is over: the GPU is the student's code's from then on."""
+        self._thread.join()
+
+    def stop(self) -> None:
+        """Ends the library's session if it is still on (the grading stopped early)."""
+        self._stop.set()
+        self._thread.join()
+
+    def __call__(self, task, work, arch, plan, case_id, warmup, gpus=None, route=None):
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        return self._got[case_id]

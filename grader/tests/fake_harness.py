@@ -67,6 +67,7 @@ def judge(plan, sock, out, baseline, route=None):
         if kind == "timed":
             for rec in records("timed.jsonl") + records("check-timed.jsonl"):
                 emit(rec)
+            emit({"event": "checked", "case": case})  # as the judge ends every case (after the recording was made)
             continue
         mine = [r for r in records("runner.jsonl") if r["case"] == case]
         ends = [r for r in mine if r["event"] != "start"]

@@ -87,7 +87,7 @@ def test_the_table_shows_the_reference_each_baseline_with_its_ratio_the_limit_an
     assert cells[7] == "2.0%"  # (3,939 - 3,861) / 3,900
     assert cells[8] == "100 (all 5)"
     assert md.count("| reduce | ") == 1 + 5  # the rates row and one stage row per grading
-    assert "| reduce | 1 | 0.4 | 6.0 | 9.5 | 4.0 | 3.1 |" in md
+    assert "| reduce | 1 | 0.4 | 6.0 | - | 9.5 | 4.0 | 3.1 |" in md
     assert md.split("## Rates", 1)[1] in "\n".join(said)  # the same tables on the terminal
 
 

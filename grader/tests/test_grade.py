@@ -7,6 +7,7 @@ grader's own code. No GPU is needed.
 import json
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,73 @@ def test_the_judge_out_of_gpu_memory_charges_its_case_as_a_runtime_error_and_lea
     assert "memory ran out while your program held it" in cases[0].message
     assert "0.0 of 80.0 GiB were free then, 79.0 before your program's first call" in cases[0].message
     assert all(c.verdict == Verdict.NOT_RUN and "ran the GPU out of memory" in c.message for c in cases[1:])
+
+
+def test_the_library_is_timed_while_kernel_cu_compiles_and_the_student_s_code_gets_the_gpu_only_after(
+        replay, monkeypatch):
+    from grader import judged
+    monkeypatch.setattr(performance.EarlyBaselines, "MIN_CPUS", 1)
+    events = []
+    real_run = judged.run
+
+    def run(checker, plan, runner_cmd, work, label, *a, **k):
+        events.append(("start", label))
+        try:
+            return real_run(checker, plan, runner_cmd, work, label, *a, **k)
+        finally:
+            events.append(("end", label))
+
+    def compile_submission(src, work, arch, timeout):
+        events.append(("start", "compile"))
+        deadline = time.monotonic() + 5
+        while ("end", "baseline") not in events and time.monotonic() < deadline:
+            time.sleep(0.01)  # a compile slower than the library's session
+        events.append(("end", "compile"))
+        return True, ""
+
+    monkeypatch.setattr(judged, "run", run)
+    monkeypatch.setattr(build, "compile_submission", compile_submission)
+    r, expected = replay("reference")
+    check_against_recording(r, expected)
+    assert r.performance[0].baseline_rate == pytest.approx(expected["baseline_rate"])
+    assert events.index(("start", "baseline")) < events.index(("end", "compile"))
+    assert events.index(("end", "baseline")) < events.index(("start", "correctness1"))
+    assert [e for e in events if e[0] == "start"] == [("start", "baseline"), ("start", "compile"),
+                                                      ("start", "correctness1"), ("start", "timed")]
+
+
+def test_a_build_error_ends_the_library_s_session_at_once(replay, monkeypatch, tmp_path):
+    monkeypatch.setattr(performance.EarlyBaselines, "MIN_CPUS", 1)
+    monkeypatch.setenv("KIT_FAKE_GPU_LOG", str(tmp_path / "gpu.log"))
+    monkeypatch.setenv("KIT_FAKE_SECONDS", "60")  # a judge that would take a minute to be ready
+    monkeypatch.setattr(build, "compile_submission", lambda src, work, arch, timeout: (False, "kernel.cu(3): error"))
+    t0 = time.monotonic()
+    r, _ = replay("reference")
+    assert r.verdict == Verdict.BUILD_ERROR
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_fault_in_the_second_graded_case_keeps_the_first_case_s_rate_on_the_record(monkeypatch):
+    from grader import judged, sandbox
+    task = tasks.load("conv1d")
+    first, second = (g.case.id for g in task.graded)
+    gpu = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
+    check = {"event": "check", "array": "y", "pass": True, "compared": 10, "rel_error": 0.0}
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        assert label == "timed" and plan.count("\n") == 2  # both graded cases, one runner
+        return judged.Session(records=[
+            {"event": "ready"}, {"event": "start", "case": first},
+            {"event": "timed", "case": first, "times_ms": [1.0] * 10}, dict(check, case=first, run=0),
+            {"event": "checked", "case": first}, {"event": "start", "case": second},
+            {"event": "runtime_error", "case": second, "cuda_error": "cudaErrorIllegalAddress", "message": "x"}],
+            runner=sandbox.Run(1, False, 1.0, ""), judge=sandbox.Run(0, False, 1.0, ""))
+
+    monkeypatch.setattr(judged, "session", session)
+    result = grade.new_result(task, Path("kernel.cu"), gpu, grade.Options())
+    result.correctness_points = 50.0
+    performance.performance(task, Path("work"), gpu, None, result,
+                            baselines=lambda *a: ([("copy of the same bytes", performance.Timing([1.0] * 10, 2))], 0.0))
+    assert [p.case_id for p in result.performance] == [first]
+    assert result.verdict == Verdict.RUNTIME_ERROR and "in the timed runs: the kernel faulted" in result.message
+    assert result.score == 50.0

@@ -128,6 +128,36 @@ def test_an_honest_runner_passes_every_check_and_every_timed_run_is_checked(kit)
     assert all(t >= 20 for t in timed["times_ms"])  # the call sleeps 20 ms
 
 
+TWO_TIMED = ("timed id=first seed=31 rtol=1e-12 reference=cpu warmup=1 runs=10 n=65536\n"
+             "timed id=second seed=32 rtol=1e-12 reference=cpu warmup=1 runs=10 n=777\n")
+
+
+def test_timed_runs_checked_in_the_gaps_are_all_recorded_after_their_case_s_timing_and_before_its_end(kit):
+    """Two timed cases in one session, each of 20 ms calls in five bursts 0.4 s apart: the judge checks
+    runs in the gaps, its own case's or the next one's. Nothing may be written between a case's start
+    and its "timed" (the grader's limits follow the last record), and a case's "checked" comes after
+    all of its checks."""
+    out = judge(kit, "honest", plan=TWO_TIMED)
+    assert out["judge"] == 0 and out["runner"] == 0 and not out["timed_out"]
+    order = [(r["event"], r.get("case"), r.get("run")) for r in out["records"]]
+    for case in ("first", "second"):
+        runs = [r["run"] for r in events(out, "check", case)]
+        assert sorted(runs) == list(range(10)) + [9], runs  # every timed run, and the last one whole
+        assert all(r["pass"] for r in events(out, "check", case))
+        start, timed = order.index(("start", case, None)), order.index(("timed", case, None))
+        assert timed == start + 1, order[start:timed + 1]
+        last_check = max(i for i, o in enumerate(order) if o[:2] == ("check", case))
+        assert order.index(("checked", case, None)) > last_check
+
+
+def test_a_runner_that_exits_in_the_second_timed_case_leaves_the_first_case_checked(kit):
+    out = judge(kit, "exits_in_second_case", plan=TWO_TIMED)
+    assert sorted(r["run"] for r in events(out, "check", "first")) == list(range(10)) + [9]
+    assert events(out, "checked", "first") and not events(out, "checked", "second")
+    s = judged.Session(records=out["records"], runner=sandbox.Run(out["runner"], False, 0, ""))
+    assert not s.ended_early("first") and s.ended_early("second")
+
+
 def test_a_runner_that_stops_every_clock_of_its_own_process_is_timed_at_its_true_duration(kit):
     out = judge(kit, "forged_clock", plan=TIMED)
     timed = events(out, "timed", "big")[0]

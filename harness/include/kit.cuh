@@ -185,6 +185,9 @@ struct Problem {
     virtual std::vector<std::string> libraries() const { return {"library"}; }
     // Checker side: elements of an output that must keep their input value (e.g. a triangle).
     virtual bool is_protected(const Case&, const std::string& array, size_t index) const { return false; }
+    // What is_protected depends on: the checker keeps its masks while this stays the same (by
+    // default every parameter of the case).
+    virtual std::string protected_key(const Case& c) const;
 
     // Both sides: fill array `index` (whose Fill is custom) from `seed`, on the device or the host.
     // Host and device must produce the same bits.
@@ -268,17 +271,20 @@ void note_device_in_use(int device);
 // loses are the slow ones.
 //
 // The timed runs come in kTimedBursts bursts that start at least kBurstGapMs apart: after a burst
-// that took less, the device idles for the rest, then takes kRewarmCalls untimed calls before the
-// next burst. Why: a GPU's speed drifts from one moment to the next, a device-to-device copy's too.
-// Traced on an H100, the medians of bursts 0.4 s apart varied by 0.8% (copy) to 1.5% (conv1d,
-// w = 63), one standard deviation, and 20 runs of a 0.2 ms kernel taken back to back all fall into
-// one moment: conv1d's reference, graded five times, spread 11% at w = 7 back to back and 3% in
-// bursts. The first call after an idle gap ran ~1.5% slow, hence two untimed calls there. Ten
-// bursts would halve the noise within a grading (simulated on the trace), but five gradings with
-// ten spread no less: the drift from one grading to the next dominates, and five keep a grading
-// short. Runs that take long anyway (jacobi) are spread out already and wait for nothing; short
-// ones wait up to 1.6 s per timed case. A measurement that keeps only its least time (the judge's
-// empty call) has no drift to average out: it asks for one burst.
+// that took less, the caller does its own pending work until the gap would end (the judge checks the
+// runs taken so far), the device idles for the rest, then takes kRewarmCalls untimed calls before the
+// next burst.
+// Why: a GPU's speed drifts from one moment to the next, a device-to-device copy's too. Traced on an
+// H100, the medians of bursts 0.4 s apart varied by 0.8% (copy) to 1.5% (conv1d, w = 63), one
+// standard deviation, and 20 runs of a 0.2 ms kernel taken back to back all fall into one moment:
+// conv1d's reference, graded five times, spread 11% at w = 7 back to back and 3% in bursts. The
+// first call after an idle gap ran ~1.5% slow, hence two untimed calls there. Ten bursts would halve
+// the noise within a grading (simulated on the trace), but five gradings with ten spread no less: the
+// drift from one grading to the next dominates, and five keep a grading short. Calls so long that the
+// burst and its re-warming calls would fill the gap anyway (jacobi's 0.1 s) are spread out by
+// themselves: their bursts follow each other with no pause and no untimed calls. Short ones wait up
+// to 1.6 s per timed case. A measurement that keeps only its least time (the judge's empty call) has
+// no drift to average out: it asks for one burst.
 constexpr int kTimedBursts = 5;
 constexpr double kBurstGapMs = 400;
 constexpr int kRewarmCalls = 2;
@@ -286,9 +292,12 @@ constexpr double kTimedBudgetMs = 10000;
 constexpr int kMinTimedRuns = 3;
 // Timed runs per burst: the runs split into at most `bursts` bursts, all full but the last.
 inline int burst_size(int runs, int bursts = kTimedBursts) { return (runs + bursts - 1) / bursts; }
-template <class Prepare, class Body, class After>
+struct NoGapWork {
+    void operator()(int, double) const {}
+};
+template <class Prepare, class Body, class After, class GapWork = NoGapWork>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after, int bursts = kTimedBursts,
-                              double budget_ms = kTimedBudgetMs);
+                              double budget_ms = kTimedBudgetMs, GapWork gap_work = {});
 void pause_ms(double ms);
 
 double now_ms();
@@ -310,19 +319,26 @@ public:
     JsonLines& field(const char* key, bool value);
     JsonLines& field(const char* key, const std::vector<double>& values);
     void end();
+    // Lines ended while held are written at release(), in order, but a line marked now() is written
+    // at once (the judge holds the checks it makes between bursts until its timing is over, and
+    // writes "timed" ahead of them).
+    void hold() { holding_ = true; }
+    JsonLines& now() { now_ = true; return *this; }
+    void release();
 
 private:
     FILE* f_;
-    std::string line_;
+    std::string line_, held_;
+    bool holding_ = false, now_ = false;
 };
 
 // Opens the device or exits with kExitNoGpu and a one-line message.
 void require_gpu();
 
 // ---------------------------------------------------------------------------------------------
-template <class Prepare, class Body, class After>
+template <class Prepare, class Body, class After, class GapWork>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after, int bursts,
-                              double budget_ms) {
+                              double budget_ms, GapWork gap_work) {
     int untimed_calls = 0;   // untimed calls get prepare(-1), prepare(-2), ...: their own inputs
     auto untimed = [&] {
         prepare(-1 - untimed_calls++);
@@ -334,9 +350,11 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
     double burst_start = now_ms(), timed_ms = 0;
     for (int i = 0; i < runs; ++i) {
         if (i > 0 && i % per_burst == 0) {
-            double idle = kBurstGapMs - (now_ms() - burst_start);
-            if (idle > 0) {  // the device went idle: warm it up again
-                pause_ms(idle);
+            // Re-warming takes about as long as the burst's own calls did, prepare() included.
+            const double rewarm_ms = kRewarmCalls * (now_ms() - burst_start) / per_burst;
+            if (now_ms() - burst_start + rewarm_ms < kBurstGapMs) {  // the device would go idle
+                gap_work(i, burst_start + kBurstGapMs - rewarm_ms);  // runs 0 .. i-1 taken; done by then
+                pause_ms(kBurstGapMs - (now_ms() - burst_start) - rewarm_ms);
                 for (int k = 0; k < kRewarmCalls; ++k) untimed();
             }
             burst_start = now_ms();

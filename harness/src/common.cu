@@ -87,8 +87,9 @@ std::vector<Case> read_plan(const std::string& path) {
     return cases;
 }
 
-std::string public_line(const Case& c) {
-    std::string s = "case id=" + c.id;
+// Every parameter, as " key=value" each.
+static std::string params_line(const Case& c) {
+    std::string s;
     char b[64];
     for (const auto& kv : c.params) {
         std::snprintf(b, sizeof b, "%.17g", kv.second);
@@ -96,6 +97,10 @@ std::string public_line(const Case& c) {
     }
     return s;
 }
+
+std::string Problem::protected_key(const Case& c) const { return params_line(c); }
+
+std::string public_line(const Case& c) { return "case id=" + c.id + params_line(c); }
 
 // --------------------------------------------------------------------------------------------
 // Arrays.
@@ -323,7 +328,7 @@ JsonLines::JsonLines(int fd) : f_(fdopen(fd, "w")) {
     if (!f_) throw std::runtime_error("cannot write the results descriptor " + std::to_string(fd));
 }
 JsonLines::~JsonLines() { std::fclose(f_); }
-JsonLines& JsonLines::begin() { line_ = "{"; return *this; }
+JsonLines& JsonLines::begin() { line_ = "{"; now_ = false; return *this; }
 JsonLines& JsonLines::field(const char* key, const std::string& value) {
     line_ += (line_.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": \"" + json_escape(value) + "\"";
     return *this;
@@ -348,8 +353,19 @@ JsonLines& JsonLines::field(const char* key, const std::vector<double>& values) 
 }
 void JsonLines::end() {
     line_ += "}\n";
+    if (holding_ && !now_) {
+        held_ += line_;
+        return;
+    }
     std::fputs(line_.c_str(), f_);
     std::fflush(f_);
+}
+
+void JsonLines::release() {
+    holding_ = false;
+    std::fputs(held_.c_str(), f_);
+    std::fflush(f_);
+    held_.clear();
 }
 
 void require_gpu() {

@@ -17,8 +17,10 @@
 //      clock once they are in its hands. A "done" said early does not stop the clock: the GPU
 //      time-slices between the two processes, so the judge's read waits for the runner's kernel or
 //      sees outputs not yet written, which fail the comparison;
-//   4. after the timed runs, recomputes the truth of every run from its seed and compares (whole
-//      outputs with a library truth on the GPU, in its own copy of them; see truth.h).
+//   4. recomputes the truth of every run from its seed and compares (whole outputs with a library
+//      truth on the GPU, in its own copy of them; see truth.h): untimed calls at once, timed runs in
+//      the gaps between bursts (this case's or the next one's) and after the last, with the records
+//      held until the case's timing is over.
 // What the round trip itself costs (ringing, the switches between the two processes' GPU contexts,
 // the judge's read: ~0.3 ms on an H100) is measured by the grader with an empty call served by the
 // checker, a process it trusts, after the runner is gone, and taken off every timed run of the
@@ -31,7 +33,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -95,7 +100,16 @@ public:
             throw std::runtime_error("no library route named '" + o_.route + "'");
         for (const Case& c : cases) {
             if (!o_.baseline) {
-                one_case(c, 0);
+                if (!c.timed) check_pending();
+                try {
+                    one_case(c, 0);
+                } catch (const RunnerFault&) {
+                    check_pending();  // the earlier cases' verdicts still stand
+                    throw;
+                } catch (const wire::ProtocolError&) {
+                    check_pending();
+                    throw;
+                }
                 continue;
             }
             // Route -1 is an empty call (one empty kernel): what the round trip itself costs, the two
@@ -105,6 +119,7 @@ public:
             for (long route = -1; route < (long)routes.size(); ++route)
                 if (route < 0 || o_.route.empty() || routes[route] == o_.route) one_case(c, route);
         }
+        check_pending();
         ch_.send(Kind::bye, "");
     }
 
@@ -163,21 +178,48 @@ private:
         };
         auto after = [&](int i, bool final_run) {
             taken[i].got = hand.values();
-            if (final_run && !o_.baseline) last = whole(arrays);
+            if (o_.baseline) return;
+            if (final_run) last = whole(arrays);
+            pending_.push_back([this, &c, i, seed = seeds[i], o = std::move(taken[i])] {
+                check_outputs(p_, c, i, seed, o, out_);
+            });
         };
+        struct Release {  // a fault ends the case early: what was held goes out before its record
+            JsonLines& out;
+            ~Release() { out.release(); }
+        } release{out_};
+        if (!o_.baseline) out_.hold();
         // The empty call is taken at its least, which needs no bursts: back to back it costs
         // milliseconds, in bursts as long as the case's own timed runs.
-        std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after, route < 0 ? 1 : kTimedBursts);
+        std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after, route < 0 ? 1 : kTimedBursts,
+                                           kTimedBudgetMs, [this](int, double until_ms) { check_pending(until_ms); });
         if (o_.baseline) {
             out_.begin().field("event", route < 0 ? "overhead" : "baseline").field("case", c.id)
                 .field("library", route < 0 ? "empty call" : p_.libraries()[route]).field("times_ms", ms).end();
             return;
         }
-        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).end();
+        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).now().end();
+        out_.release();  // the checks made in the gaps
         const int done = (int)ms.size();  // fewer than c.runs where the calls were slow (time_runs)
-        for (int i = 0; i < done; ++i) check_outputs(p_, c, i, seeds[i], taken[i], out_);
-        check_outputs(p_, c, done - 1, seeds[done - 1], last, out_);
-        out_.begin().field("event", "checked").field("case", c.id).end();
+        pending_.push_back([this, &c, run = done - 1, seed = seeds[done - 1], o = std::move(last)] {
+            check_outputs(p_, c, run, seed, o, out_);  // the probe's truth, whole
+        });
+        pending_.push_back([this, &c] { out_.begin().field("event", "checked").field("case", c.id).end(); });
+    }
+
+    // The checks of timed runs not made yet, in order, and each case's "checked" after its own. They
+    // are made in the gaps between bursts, this case's or the next one's (jacobi's 0.1 s calls leave
+    // none, its converging case a second's worth), and what is left at the end of the plan.
+    std::deque<std::function<void()>> pending_;
+
+    // Makes pending checks until `until_ms` (by now_ms()); the last one may end after it (it would
+    // take as long later).
+    void check_pending(double until_ms = INFINITY) {
+        while (!pending_.empty() && now_ms() < until_ms) {
+            std::function<void()> next = std::move(pending_.front());
+            pending_.pop_front();
+            next();
+        }
     }
 
     // Fresh inputs from `seed`, outputs poisoned, caches flushed, the GPU idle.

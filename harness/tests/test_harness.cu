@@ -159,6 +159,36 @@ TEST_CASE("runs asked for in one burst are taken back to back") {
     CHECK(now_ms() - t0 < kBurstGapMs);  // no pause between bursts
 }
 
+TEST_CASE("short calls idle out the gap between bursts after the caller's gap work, then take two untimed calls") {
+    int calls = 0;
+    std::vector<int> gaps;
+    std::vector<double> starts;  // when each burst's first timed call began
+    auto prepare = [&](int i) { if (i >= 0 && i % 2 == 0) starts.push_back(now_ms()); };
+    double t0 = now_ms(), until = 0;
+    auto ms = time_runs(0, 4, prepare, [&] { ++calls; }, [](int, bool) {}, 2, kTimedBudgetMs,
+                        [&](int taken, double until_ms) { gaps.push_back(taken), until = until_ms; });
+    CHECK(ms.size() == 4);
+    CHECK(gaps == std::vector<int>{2});  // once, with runs 0 and 1 taken
+    CHECK(until > t0);
+    CHECK(until <= t0 + kBurstGapMs + 50);  // its work to be done before the gap would end
+    CHECK(calls == 4 + kRewarmCalls);
+    REQUIRE(starts.size() == 2);
+    CHECK(starts[1] - starts[0] >= kBurstGapMs);
+}
+
+TEST_CASE("calls so long that a burst and its re-warming would fill the gap follow each other with no pause") {
+    int calls = 0, gaps = 0;
+    const double call_ms = kBurstGapMs / 3.5;  // a burst of two and two re-warming calls: 4/3.5 of the gap
+    double t0 = now_ms();
+    auto ms = time_runs(0, 4, [](int) {}, [&] { ++calls; pause_ms(call_ms); }, [](int, bool) {}, 2, kTimedBudgetMs,
+                        [&](int, double) { ++gaps; });
+    double took = now_ms() - t0;
+    CHECK(ms.size() == 4);
+    CHECK(calls == 4);  // no untimed calls
+    CHECK(gaps == 0);
+    CHECK(took < 4 * call_ms + 50);
+}
+
 TEST_CASE("slow calls stop being timed once they fill the budget, after at least three runs") {
     std::vector<int> lasts;
     auto after = [&](int i, bool last) { if (last) lasts.push_back(i); };
