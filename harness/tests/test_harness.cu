@@ -207,6 +207,22 @@ TEST_CASE("slow calls stop being timed once they fill the budget, after at least
     CHECK(lasts == std::vector<int>{9});
 }
 
+TEST_CASE("a check keeps its masks of protected elements while every parameter of the case stays the same") {
+    struct Plain : Problem {
+        const char* name() const override { return "plain"; }
+        std::vector<ArraySpec> arrays(const Case&) const override { return {}; }
+    } p;
+    Case a, b, c;
+    a.id = "first";
+    a.params = {{"n", 512}, {"tol", 1e-10}};
+    b.id = "second";
+    b.params = a.params;
+    c.id = "first";
+    c.params = {{"n", 512}, {"tol", 1.0000000000000002e-10}};
+    CHECK(p.protected_key(a) == p.protected_key(b));  // the case's name never changes what is protected
+    CHECK(p.protected_key(a) != p.protected_key(c));  // any parameter may, to the last bit
+}
+
 TEST_CASE("host generation fills inputs and leaves pure outputs alone") {
     Case c;
     std::vector<ArraySpec> specs = {{"x", DType::f64, 10, Role::in}, {"y", DType::f32, 10, Role::out}};
