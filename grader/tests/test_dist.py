@@ -256,7 +256,8 @@ def test_the_unpacked_kit_builds_the_harness_for_one_assignment(kit):
     # One assignment (reduce: CUB, the heaviest headers) shows that the kit's Makefile, harness and
     # assignment files compile on their own; the others share every file but problem.cu, which
     # the kit's own C++ tests compile from the same sources.
-    r = subprocess.run(["make", "-C", str(kit), "-j4", "harness", "A=reduce", "ARCH=sm_90"],
+    jobs = len(os.sched_getaffinity(0))
+    r = subprocess.run(["make", "-C", str(kit), f"-j{jobs}", "harness", "A=reduce", "ARCH=sm_90"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (kit / "build" / "sm_90" / "reduce" / "checker").is_file()

@@ -5,6 +5,7 @@ its reads of the outputs, its results pipe. The problem is y = 2 x + 1
 (harness/tests/protocol/problem.cu); each "submission" in fixtures/protocol/ is a host function
 that tries one attack of a hostile kernel.cu. Where the grader runs as root, the judge and the
 runner both run as nobody, as a student's runner and judge share one user in `make grade`."""
+import concurrent.futures
 import json
 import os
 import re
@@ -45,20 +46,30 @@ def kit():
     os.chmod(out, 0o755)
     build = ROOT / "build" / ARCH / "harness"
     targets = [str(build / f"{p}.o") for p in _parts("CHECKER_PARTS")] + [str(build / "librunner.a")]
-    subprocess.run(["make", "-s", f"ARCH={ARCH}", *[os.path.relpath(t, ROOT) for t in targets]], cwd=ROOT, check=True)
+    jobs = len(os.sched_getaffinity(0))
+    subprocess.run(["make", "-s", f"-j{jobs}", f"ARCH={ARCH}", *[os.path.relpath(t, ROOT) for t in targets]], cwd=ROOT,
+                   check=True)
     nvcc = ["nvcc", "-std=c++17", "-O2", f"-arch={ARCH}", f"-I{ROOT / 'harness' / 'include'}"]
     problem = ROOT / "harness" / "tests" / "protocol" / "problem.cu"
-    subprocess.run([*nvcc, "-c", str(problem), "-o", str(out / "problem_checker.o")], check=True)
-    subprocess.run([*nvcc, "-DKIT_RUNNER", "-c", str(problem), "-o", str(out / "problem_runner.o")], check=True)
-    subprocess.run(["nvcc", f"-arch={ARCH}", "-Xcompiler", "-fopenmp", str(out / "problem_checker.o"),
-                    *[str(build / f"{p}.o") for p in _parts("CHECKER_PARTS")], "-o", str(out / "checker")], check=True)
-    runners = {}
-    for src in sorted(FIXTURES.glob("*.cu")):
-        obj = out / f"{src.stem}.o"
-        subprocess.run([*nvcc, "-c", str(src), "-o", str(obj)], check=True)
-        runners[src.stem] = out / f"runner-{src.stem}"
-        subprocess.run(["nvcc", f"-arch={ARCH}", str(obj), str(out / "problem_runner.o"), str(build / "librunner.a"),
-                        "-o", str(runners[src.stem])], check=True)
+    run = lambda cmd: subprocess.run(cmd, check=True)
+
+    def checker():
+        run([*nvcc, "-c", str(problem), "-o", str(out / "problem_checker.o")])
+        run(["nvcc", f"-arch={ARCH}", "-Xcompiler", "-fopenmp", str(out / "problem_checker.o"),
+             *[str(build / f"{p}.o") for p in _parts("CHECKER_PARTS")], "-o", str(out / "checker")])
+
+    def runner(src):
+        run([*nvcc, "-c", str(src), "-o", str(out / f"{src.stem}.o")])
+        run(["nvcc", f"-arch={ARCH}", str(out / f"{src.stem}.o"), str(out / "problem_runner.o"),
+             str(build / "librunner.a"), "-o", str(out / f"runner-{src.stem}")])
+
+    # One nvcc per core: the runners need only the problem's runner side, built first.
+    run([*nvcc, "-DKIT_RUNNER", "-c", str(problem), "-o", str(out / "problem_runner.o")])
+    sources = sorted(FIXTURES.glob("*.cu"))
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for done in [pool.submit(checker)] + [pool.submit(runner, src) for src in sources]:
+            done.result()
+    runners = {src.stem: out / f"runner-{src.stem}" for src in sources}
     fake = out / "libcublas.so.99"  # a library by a forbidden name, for the run-time check
     subprocess.run(["gcc", "-shared", "-fPIC", "-x", "c", "-", "-o", str(fake)], input=b"int kit_fake(void) { return 1; }\n",
                    check=True)
