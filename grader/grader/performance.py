@@ -50,18 +50,19 @@ def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, r
     mine = [r for r in s.records if r.get("case") == g.id]
     timed = next((r for r in mine if r.get("event") == "timed"), None)
     finished = any(r.get("event") == "checked" for r in mine)
+    checks = [r for r in mine if r.get("event") == "check"]
+    bad = [r for r in checks if not r.get("pass")]
+    # A wrong timed output comes first: a time-out or a fault after it keeps the correctness points,
+    # and must not buy them back.
+    if bad or (finished and not checks):
+        r = bad[0] if bad else {"reason": "no output was checked"}
+        return _fail(result, Verdict.INCORRECT,
+                     f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
     if s.timed_out and not finished:
         return _fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {task.timeouts['timed']} s")
     if timed is None or s.ended_early(g.id) or not finished:
         v, msg = s.fault(g.id)
         return _fail(result, v, f"in the timed runs: {msg}")
-
-    checks = [r for r in mine if r.get("event") == "check"]
-    bad = [r for r in checks if not r.get("pass")]
-    if bad or not checks:
-        r = bad[0] if bad else {"reason": "no output was checked"}
-        return _fail(result, Verdict.INCORRECT,
-                     f"the output of timed run {r.get('run', '?')} is wrong: {explain(r, g.tol)}")
 
     # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
     returned = {}

@@ -282,3 +282,27 @@ def test_a_fault_in_the_second_graded_case_keeps_the_first_case_s_rate_on_the_re
     assert [p.case_id for p in result.performance] == [first]
     assert result.verdict == Verdict.RUNTIME_ERROR and "in the timed runs: the kernel faulted" in result.message
     assert result.score == 50.0
+
+
+def test_a_fault_after_a_wrong_timed_run_is_still_a_wrong_output_that_loses_the_correctness_points(monkeypatch):
+    """The judge checks runs between bursts; a program that then faults on purpose (a runtime error
+    keeps the correctness points) is judged on the wrong output it already gave."""
+    from grader import judged, sandbox
+    task = tasks.load("trmm")
+    case = task.graded[0].case.id
+    gpu = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
+    wrong = {"event": "check", "case": case, "run": 1, "array": "B", "pass": False, "compared": 16,
+             "rel_error": 0.5, "worst_index": 3, "worst_got": 1.0, "worst_want": 2.0}
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        return judged.Session(records=[
+            {"event": "ready"}, {"event": "start", "case": case}, dict(wrong, run=0, **{"pass": True}), wrong,
+            {"event": "runtime_error", "case": case, "cuda_error": "cudaErrorIllegalAddress", "message": "x"}],
+            runner=sandbox.Run(1, False, 1.0, ""), judge=sandbox.Run(0, False, 1.0, ""))
+
+    monkeypatch.setattr(judged, "session", session)
+    result = grade.new_result(task, Path("kernel.cu"), gpu, grade.Options())
+    result.correctness_points = 50.0
+    performance.performance(task, Path("work"), gpu, None, result, baselines=lambda *a: ([], 0.0))
+    assert result.verdict == Verdict.INCORRECT and "timed run 1 is wrong" in result.message
+    assert result.score == 0.0

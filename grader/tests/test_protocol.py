@@ -84,7 +84,7 @@ import json, sys
 from pathlib import Path
 from grader import judged
 a = json.loads(sys.argv[1])
-s = judged.run(Path(a["checker"]), a["plan"], [a["runner"]], Path(a["work"]), "session", 20, 120,
+s = judged.run(Path(a["checker"]), a["plan"], [a["runner"]], Path(a["work"]), "session", a["case_limit"], 120,
                view=None, judge_args=tuple(a["judge_args"]))
 print(json.dumps({"records": s.records, "timed_out": s.timed_out,
                   "runner": s.runner.returncode if s.runner else None, "judge": s.judge.returncode if s.judge else None,
@@ -92,12 +92,13 @@ print(json.dumps({"records": s.records, "timed_out": s.timed_out,
 """
 
 
-def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), env: dict = None) -> dict:
+def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), env: dict = None,
+          case_limit: float = 20) -> dict:
     """One judged session of fixture `name`, in a fresh work folder; as nobody where the test is root."""
     work = Path(tempfile.mkdtemp(prefix=f"kit-protocol-{name}-"))
     os.chmod(work, 0o777)
     args = {"checker": str(kit["checker"]), "plan": plan, "runner": str(kit["runners"][name]),
-            "work": str(work), "judge_args": ["--memory", "host", *extra]}
+            "work": str(work), "judge_args": ["--memory", "host", *extra], "case_limit": case_limit}
     drop = None
     if os.geteuid() == 0:
         def drop():
@@ -167,6 +168,28 @@ def test_a_runner_that_exits_in_the_second_timed_case_leaves_the_first_case_chec
     assert events(out, "checked", "first") and not events(out, "checked", "second")
     s = judged.Session(records=out["records"], runner=sandbox.Run(out["runner"], False, 0, ""))
     assert not s.ended_early("first") and s.ended_early("second")
+
+
+def test_a_runner_that_hangs_in_the_second_timed_case_cannot_hide_the_first_case_s_wrong_outputs(kit):
+    """The first case's two runs come in one burst, with no gap to check them in. Were their checks
+    left for later, the hang that the grader stops would take them along, and the first case would
+    read as a time-out (which keeps the correctness points) instead of a wrong timed output."""
+    plan = ("timed id=first seed=31 rtol=1e-12 reference=cpu warmup=0 runs=2 n=65536\n"
+            "timed id=second seed=32 rtol=1e-12 reference=cpu warmup=0 runs=10 n=777\n")
+    out = judge(kit, "wrong_then_hangs", plan=plan, case_limit=3)
+    assert out["timed_out"]
+    first = events(out, "check", "first")
+    assert sorted(c["run"] for c in first) == [0, 1, 1] and not any(c["pass"] for c in first)
+    order = [(r["event"], r.get("case")) for r in out["records"]]
+    assert order.index(("checked", "first")) < order.index(("start", "second"))
+
+
+def test_a_runner_that_exits_after_wrong_timed_runs_leaves_their_checks_on_record(kit):
+    out = judge(kit, "wrong_then_exits", plan="timed id=big seed=22 rtol=1e-12 reference=cpu warmup=0 runs=10 n=65536\n")
+    checks = events(out, "check", "big")
+    assert sorted(c["run"] for c in checks) == [0, 1] and not any(c["pass"] for c in checks)
+    order = [r["event"] for r in out["records"]]
+    assert order.index("runner_gone") > max(i for i, e in enumerate(order) if e == "check")
 
 
 def test_a_runner_that_stops_every_clock_of_its_own_process_is_timed_at_its_true_duration(kit):

@@ -19,8 +19,8 @@
 //      sees outputs not yet written, which fail the comparison;
 //   4. recomputes the truth of every run from its seed and compares (whole outputs with a library
 //      truth on the GPU, in its own copy of them; see truth.h): untimed calls at once, timed runs in
-//      the gaps between bursts (this case's or the next one's) and after the last, with the records
-//      held until the case's timing is over.
+//      the gaps between bursts and after the last, with the records held until the case's timing is
+//      over, and all of them before the next case begins.
 // What the round trip itself costs (ringing, the switches between the two processes' GPU contexts,
 // the judge's read: ~0.3 ms on an H100) is measured by the grader with an empty call served by the
 // checker, a process it trusts, after the runner is gone, and taken off every timed run of the
@@ -100,11 +100,13 @@ public:
             throw std::runtime_error("no library route named '" + o_.route + "'");
         for (const Case& c : cases) {
             if (!o_.baseline) {
-                if (!c.timed) check_pending();
+                // A case's checks are all made, and written, before the next case begins: a runner
+                // that hangs there, and is stopped, cannot take an earlier case's verdict along.
+                check_pending();
                 try {
                     one_case(c, 0);
                 } catch (const RunnerFault&) {
-                    check_pending();  // the earlier cases' verdicts still stand
+                    check_pending();  // the runs taken before the fault still get their verdicts
                     throw;
                 } catch (const wire::ProtocolError&) {
                     check_pending();
@@ -207,9 +209,9 @@ private:
         pending_.push_back([this, &c] { out_.begin().field("event", "checked").field("case", c.id).end(); });
     }
 
-    // The checks of timed runs not made yet, in order, and each case's "checked" after its own. They
-    // are made in the gaps between bursts, this case's or the next one's (jacobi's 0.1 s calls leave
-    // none, its converging case a second's worth), and what is left at the end of the plan.
+    // The checks of the case's timed runs not made yet, in order, then its "checked": made in the
+    // gaps between its bursts, and what is left once its timing is over (jacobi's 0.1 s calls leave
+    // no gaps; its converging case's 30 ms calls leave about a second).
     std::deque<std::function<void()>> pending_;
 
     // Makes pending checks until `until_ms` (by now_ms()); the last one may end after it (it would
