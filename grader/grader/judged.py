@@ -128,8 +128,9 @@ class _Lines:
 
 
 _JUDGES_TURN = ("done", "timed", "check")
-"""Records after which the judge works alone (reading outputs, computing the truth) until "checked":
-the case limit, which is the runner's, does not run then; JUDGE_LIMIT does."""
+"""Records after which the judge works alone (reading outputs, computing the truth) until "checked",
+or, for checks made between bursts of timed runs, until "resumed": the case limit, which is the
+runner's, does not run then; JUDGE_LIMIT does."""
 JUDGE_LIMIT = 1800.0
 
 

@@ -144,22 +144,28 @@ TWO_TIMED = ("timed id=first seed=31 rtol=1e-12 reference=cpu warmup=1 runs=10 n
              "timed id=second seed=32 rtol=1e-12 reference=cpu warmup=1 runs=10 n=777\n")
 
 
-def test_timed_runs_checked_in_the_gaps_are_all_recorded_after_their_case_s_timing_and_before_its_end(kit):
+def test_timed_runs_checked_in_the_gaps_hand_the_turn_back_before_the_next_call_and_end_their_case(kit):
     """Two timed cases in one session, each of 20 ms calls in five bursts 0.4 s apart: the judge checks
-    runs in the gaps, its own case's or the next one's. Nothing may be written between a case's start
-    and its "timed" (the grader's limits follow the last record), and a case's "checked" comes after
-    all of its checks."""
+    runs in the gaps. The checks of a gap are followed by "resumed" (the grader's limits follow the
+    last record: the runner's calls are due again), a case's checks come before its "checked", and
+    all of them before the next case starts."""
     out = judge(kit, "honest", plan=TWO_TIMED)
     assert out["judge"] == 0 and out["runner"] == 0 and not out["timed_out"]
-    order = [(r["event"], r.get("case"), r.get("run")) for r in out["records"]]
+    order = [(r["event"], r.get("case")) for r in out["records"]]
     for case in ("first", "second"):
         runs = [r["run"] for r in events(out, "check", case)]
         assert sorted(runs) == list(range(10)) + [9], runs  # every timed run, and the last one whole
         assert all(r["pass"] for r in events(out, "check", case))
-        start, timed = order.index(("start", case, None)), order.index(("timed", case, None))
-        assert timed == start + 1, order[start:timed + 1]
-        last_check = max(i for i, o in enumerate(order) if o[:2] == ("check", case))
-        assert order.index(("checked", case, None)) > last_check
+        start, timed = order.index(("start", case)), order.index(("timed", case))
+        during = order[start + 1:timed]
+        assert set(during) <= {("check", case), ("resumed", case)}
+        assert ("check", case) in during, "no run was checked in a gap"
+        assert during[-1] == ("resumed", case)
+        assert all(b == ("resumed", case) for a, b in zip(during, during[1:] + [("timed", case)]) if a[0] == "check"
+                   and b[0] != "check")
+        checked = order.index(("checked", case))
+        assert checked > max(i for i, o in enumerate(order) if o == ("check", case))
+    assert order.index(("checked", "first")) < order.index(("start", "second"))
 
 
 def test_a_runner_that_exits_in_the_second_timed_case_leaves_the_first_case_checked(kit):
@@ -190,6 +196,14 @@ def test_a_runner_that_exits_after_wrong_timed_runs_leaves_their_checks_on_recor
     assert sorted(c["run"] for c in checks) == [0, 1] and not any(c["pass"] for c in checks)
     order = [r["event"] for r in out["records"]]
     assert order.index("runner_gone") > max(i for i, e in enumerate(order) if e == "check")
+
+
+def test_a_runner_that_hangs_after_wrong_timed_runs_leaves_their_checks_on_record(kit):
+    out = judge(kit, "wrong_then_hangs_in_case", plan="timed id=big seed=22 rtol=1e-12 reference=cpu warmup=0 runs=10 "
+                "n=65536\n", case_limit=3)
+    assert out["timed_out"]
+    checks = events(out, "check", "big")
+    assert sorted(c["run"] for c in checks) == [0, 1] and not any(c["pass"] for c in checks)
 
 
 def test_a_runner_that_stops_every_clock_of_its_own_process_is_timed_at_its_true_duration(kit):

@@ -319,17 +319,9 @@ public:
     JsonLines& field(const char* key, bool value);
     JsonLines& field(const char* key, const std::vector<double>& values);
     void end();
-    // Lines ended while held are written at release(), in order, but a line marked now() is written
-    // at once (the judge holds the checks it makes between bursts until its timing is over, and
-    // writes "timed" ahead of them).
-    void hold() { holding_ = true; }
-    JsonLines& now() { now_ = true; return *this; }
-    void release();
-
 private:
     FILE* f_;
-    std::string line_, held_;
-    bool holding_ = false, now_ = false;
+    std::string line_;
 };
 
 // Opens the device or exits with kExitNoGpu and a one-line message.

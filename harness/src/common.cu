@@ -328,7 +328,7 @@ JsonLines::JsonLines(int fd) : f_(fdopen(fd, "w")) {
     if (!f_) throw std::runtime_error("cannot write the results descriptor " + std::to_string(fd));
 }
 JsonLines::~JsonLines() { std::fclose(f_); }
-JsonLines& JsonLines::begin() { line_ = "{"; now_ = false; return *this; }
+JsonLines& JsonLines::begin() { line_ = "{"; return *this; }
 JsonLines& JsonLines::field(const char* key, const std::string& value) {
     line_ += (line_.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": \"" + json_escape(value) + "\"";
     return *this;
@@ -353,19 +353,8 @@ JsonLines& JsonLines::field(const char* key, const std::vector<double>& values) 
 }
 void JsonLines::end() {
     line_ += "}\n";
-    if (holding_ && !now_) {
-        held_ += line_;
-        return;
-    }
     std::fputs(line_.c_str(), f_);
     std::fflush(f_);
-}
-
-void JsonLines::release() {
-    holding_ = false;
-    std::fputs(held_.c_str(), f_);
-    std::fflush(f_);
-    held_.clear();
 }
 
 void require_gpu() {

@@ -19,8 +19,7 @@
 //      sees outputs not yet written, which fail the comparison;
 //   4. recomputes the truth of every run from its seed and compares (whole outputs with a library
 //      truth on the GPU, in its own copy of them; see truth.h): untimed calls at once, timed runs in
-//      the gaps between bursts and after the last, with the records held until the case's timing is
-//      over, and all of them before the next case begins.
+//      the gaps between bursts and after the last, all of them before the next case begins.
 // What the round trip itself costs (ringing, the switches between the two processes' GPU contexts,
 // the judge's read: ~0.3 ms on an H100) is measured by the grader with an empty call served by the
 // checker, a process it trusts, after the runner is gone, and taken off every timed run of the
@@ -186,22 +185,25 @@ private:
                 check_outputs(p_, c, i, seed, o, out_);
             });
         };
-        struct Release {  // a fault ends the case early: what was held goes out before its record
-            JsonLines& out;
-            ~Release() { out.release(); }
-        } release{out_};
-        if (!o_.baseline) out_.hold();
+        // Checks made in a gap are written as they are made, then "resumed": the runner's calls are
+        // due again (the grader's time limits follow the last record: the judge's own work is not
+        // counted against the runner's case limit, and a runner that hangs later is still stopped
+        // by it, its wrong outputs so far on record).
+        auto in_gap = [&](int, double until_ms) {
+            if (pending_.empty()) return;
+            check_pending(until_ms);
+            out_.begin().field("event", "resumed").field("case", c.id).end();
+        };
         // The empty call is taken at its least, which needs no bursts: back to back it costs
         // milliseconds, in bursts as long as the case's own timed runs.
         std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after, route < 0 ? 1 : kTimedBursts,
-                                           kTimedBudgetMs, [this](int, double until_ms) { check_pending(until_ms); });
+                                           kTimedBudgetMs, in_gap);
         if (o_.baseline) {
             out_.begin().field("event", route < 0 ? "overhead" : "baseline").field("case", c.id)
                 .field("library", route < 0 ? "empty call" : p_.libraries()[route]).field("times_ms", ms).end();
             return;
         }
-        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).now().end();
-        out_.release();  // the checks made in the gaps
+        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).end();
         const int done = (int)ms.size();  // fewer than c.runs where the calls were slow (time_runs)
         pending_.push_back([this, &c, run = done - 1, seed = seeds[done - 1], o = std::move(last)] {
             check_outputs(p_, c, run, seed, o, out_);  // the probe's truth, whole
