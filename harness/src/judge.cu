@@ -190,9 +190,9 @@ private:
         // counted against the runner's case limit, and a runner that hangs later is still stopped
         // by it, its wrong outputs so far on record).
         auto in_gap = [&](int, double until_ms) {
-            if (pending_.empty()) return;
+            const size_t before = pending_.size();
             check_pending(until_ms);
-            out_.begin().field("event", "resumed").field("case", c.id).end();
+            if (pending_.size() != before) out_.begin().field("event", "resumed").field("case", c.id).end();
         };
         // The empty call is taken at its least, which needs no bursts: back to back it costs
         // milliseconds, in bursts as long as the case's own timed runs.
