@@ -70,8 +70,7 @@ def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path
     result.stage_seconds["harness"] = time.monotonic() - t0
     early = None
     if opts.baselines is None and performance.EarlyBaselines.fit(task):
-        baseline = None if opts.all_routes else task.data["performance"].get("baseline", "")
-        early = performance.EarlyBaselines(task, work, gpu.arch, opts.gpus, baseline)
+        early = performance.EarlyBaselines(task, work, gpu.arch, opts.gpus, opts.all_routes)
         opts = dataclasses.replace(opts, baselines=early)
     try:
         if not build_stage(task, submission, gpu.arch, work, result):

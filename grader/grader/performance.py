@@ -42,6 +42,11 @@ def graded_line(graded) -> str:
     return protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params, warmup=graded.warmup, runs=graded.runs)
 
 
+def routes_timed(task: Task, all_routes: bool) -> Optional[str]:
+    """The library route a grading times: the baseline its score is drawn from, or every route (None)."""
+    return None if all_routes else task.data["performance"].get("baseline", "")
+
+
 def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, result: GradeResult,
               gpus: Optional[tuple] = None, all_routes: bool = False,
               baselines: Optional[Callable] = None) -> Optional[Performance]:
@@ -75,7 +80,7 @@ def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, r
     # with no runner of the student's alive.
     baseline = task.data["performance"].get("baseline", "")
     routes, overhead_ms = (baselines or library_times)(task, work, gpu.arch, graded_line(graded) + "\n", g.id,
-                                                        graded.warmup, gpus, None if all_routes else baseline)
+                                                        graded.warmup, gpus, routes_timed(task, all_routes))
     timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup)
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params, returned)
@@ -179,8 +184,8 @@ class EarlyBaselines:
     def fit(cls, task: Task) -> bool:
         return bool(task.graded) and len(os.sched_getaffinity(0)) >= cls.MIN_CPUS
 
-    def __init__(self, task: Task, work: Path, arch: str, gpus: Optional[tuple], route: Optional[str]):
-        self.route = route
+    def __init__(self, task: Task, work: Path, arch: str, gpus: Optional[tuple], all_routes: bool):
+        self.route = routes_timed(task, all_routes)
         self._stop = threading.Event()
         self._got, self._error = None, None
         plan = "".join(graded_line(g) + "\n" for g in task.graded)

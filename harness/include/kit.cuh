@@ -319,6 +319,7 @@ public:
     JsonLines& field(const char* key, bool value);
     JsonLines& field(const char* key, const std::vector<double>& values);
     void end();
+
 private:
     FILE* f_;
     std::string line_;
@@ -342,11 +343,13 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
     double burst_start = now_ms(), timed_ms = 0;
     for (int i = 0; i < runs; ++i) {
         if (i > 0 && i % per_burst == 0) {
-            // Re-warming takes about as long as the burst's own calls did, prepare() included.
+            // Re-warming takes about as long as the burst's own calls did, prepare() included; it
+            // starts where the gap less its length ends.
             const double rewarm_ms = kRewarmCalls * (now_ms() - burst_start) / per_burst;
-            if (now_ms() - burst_start + rewarm_ms < kBurstGapMs) {  // the device would go idle
-                gap_work(i, burst_start + kBurstGapMs - rewarm_ms);  // runs 0 .. i-1 taken; done by then
-                pause_ms(kBurstGapMs - (now_ms() - burst_start) - rewarm_ms);
+            const double rewarm_at = burst_start + kBurstGapMs - rewarm_ms;
+            if (now_ms() < rewarm_at) {  // the device would go idle
+                gap_work(i, rewarm_at);  // runs 0 .. i-1 taken
+                pause_ms(rewarm_at - now_ms());
                 for (int k = 0; k < kRewarmCalls; ++k) untimed();
             }
             burst_start = now_ms();

@@ -17,6 +17,12 @@ struct Outputs {
     std::shared_ptr<DeviceArrays> on_device;
 };
 
+// `specs` with storage only for the arrays `keep` selects (the others get a count of 0).
+std::vector<ArraySpec> only(std::vector<ArraySpec> specs, bool (*keep)(const ArraySpec&));
+
+// Copies, on their GPUs, every array of `from` that `to` has storage for, and waits until it is done.
+void copy_on_device(const Arrays& from, const Arrays& to);
+
 // Recomputes the truth of case `c` from `seed` (its CPU loop, or its library route on the GPU) and
 // writes one "check" record per output array of run `run`. A library truth of outputs on the GPU is
 // compared there: at jacobi's graded size that saves copying three gigabytes to the host per check.

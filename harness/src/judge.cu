@@ -22,7 +22,7 @@
 //      the gaps between bursts and after the last, all of them before the next case begins.
 // What the round trip itself costs (ringing, the switches between the two processes' GPU contexts,
 // the judge's read: ~0.3 ms on an H100) is measured by the grader with an empty call served by the
-// checker, a process it trusts, after the runner is gone, and taken off every timed run of the
+// checker, a process it trusts, with no runner alive, and taken off every timed run of the
 // student and of the library alike. (What a runner can still save: a few microseconds of its own
 // launch, with a kernel left resident that polls the inputs; the judge's inputs are complete only
 // once its L2 flush has run, just before its clock starts.)
@@ -280,19 +280,8 @@ private:
     Outputs whole(const Arrays& a) {
         Outputs o{Positions(a.specs.size()), std::vector<std::vector<unsigned char>>(a.specs.size()), nullptr};
         if (o_.memory == Memory::device) {
-            auto outputs_only = a.specs;
-            for (ArraySpec& s : outputs_only)
-                if (!is_output(s)) s.count = 0;
-            o.on_device = std::make_shared<DeviceArrays>(outputs_only);
-            for (size_t i = 0; i < a.specs.size(); ++i) {
-                const ArraySpec& s = a.specs[i];
-                if (!is_output(s)) continue;
-                CUDA_CHECK(cudaSetDevice(s.device));
-                CUDA_CHECK(cudaMemcpy(o.on_device->ptrs[i], a.ptrs[i], s.count * dtype_size(s.dtype),
-                                      cudaMemcpyDeviceToDevice));
-                CUDA_CHECK(cudaDeviceSynchronize());  // read now, not when the GPU gets to it
-            }
-            CUDA_CHECK(cudaSetDevice(0));
+            o.on_device = std::make_shared<DeviceArrays>(only(a.specs, is_output));
+            copy_on_device(a, *o.on_device);  // read now, not when the GPU gets to it
             return o;
         }
         for (size_t i = 0; i < a.specs.size(); ++i) {

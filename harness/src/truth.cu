@@ -58,10 +58,7 @@ DeviceArrays& library_truth(const Problem& p, const Case& c, uint64_t seed) {
         k.before.reset();
         k.truth_of.clear();
         k.dev = std::make_unique<DeviceArrays>(specs);
-        auto in_place = specs;
-        for (ArraySpec& s : in_place)
-            if (s.role != Role::inout) s.count = 0;
-        k.before = std::make_unique<DeviceArrays>(in_place);
+        k.before = std::make_unique<DeviceArrays>(only(specs, [](const ArraySpec& s) { return s.role == Role::inout; }));
     }
     DeviceArrays& dev = *k.dev;
     const std::string call = public_line(c) + " seed=" + std::to_string(seed);
@@ -69,13 +66,7 @@ DeviceArrays& library_truth(const Problem& p, const Case& c, uint64_t seed) {
     k.truth_of.clear();
     fill_inputs_device(c, seed, dev);
     poison_outputs_device(dev);
-    for (size_t i = 0; i < specs.size(); ++i)
-        if (specs[i].role == Role::inout) {  // an in-place output is compared with its input
-            CUDA_CHECK(cudaSetDevice(specs[i].device));
-            CUDA_CHECK(cudaMemcpy(k.before->ptrs[i], dev.ptrs[i], specs[i].count * dtype_size(specs[i].dtype),
-                                  cudaMemcpyDeviceToDevice));
-        }
-    CUDA_CHECK(cudaSetDevice(0));
+    copy_on_device(dev, *k.before);  // an in-place output is compared with its input
     p.reference_library(c, dev, 0);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -198,6 +189,23 @@ Outputs on_host(const Outputs& o) {
 }
 
 }  // namespace
+
+std::vector<ArraySpec> only(std::vector<ArraySpec> specs, bool (*keep)(const ArraySpec&)) {
+    for (ArraySpec& s : specs)
+        if (!keep(s)) s.count = 0;
+    return specs;
+}
+
+void copy_on_device(const Arrays& from, const Arrays& to) {
+    for (size_t i = 0; i < to.specs.size(); ++i) {
+        const ArraySpec& s = to.specs[i];
+        if (s.count == 0) continue;
+        CUDA_CHECK(cudaSetDevice(s.device));
+        CUDA_CHECK(cudaMemcpy(to.ptrs[i], from.ptrs[i], s.count * dtype_size(s.dtype), cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    CUDA_CHECK(cudaSetDevice(0));
+}
 
 void check_outputs(const Problem& p, const Case& c, int run, uint64_t seed, const Outputs& o, JsonLines& out) {
     if (o.on_device && c.reference == "library") return check_on_device(p, c, run, seed, o, out);
