@@ -394,7 +394,9 @@ def test_the_toolkit_s_ncu_launcher_is_followed_to_the_newest_nsight_compute_fol
 
 
 def test_an_ncu_that_is_not_the_toolkit_s_launcher_is_run_as_given(tmp_path, monkeypatch):
+    from grader.profile import ncu
     from grader.profile.ncu import find_ncu
+    monkeypatch.setattr(ncu, "SYSTEM_NSIGHT", tmp_path / "no-opt-nvidia")  # as where /opt/nvidia has no Nsight Compute
     toolkit_with_nsight(tmp_path / "cuda")  # a launcher with no Nsight Compute folder beside it
     monkeypatch.setenv("NCU", str(tmp_path / "cuda" / "bin" / "ncu"))
     assert find_ncu() == str(tmp_path / "cuda" / "bin" / "ncu")

@@ -38,6 +38,9 @@ SECTIONS = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "LaunchStats", "Occupa
 """What one profile collects: throughput against the GPU's peaks, the FLOP and byte counts of the
 roofline, the launch and what limits occupancy, the global loads' sectors, and the warp stalls."""
 
+SYSTEM_NSIGHT = Path("/opt/nvidia")
+"""Where Nsight Compute installs itself outside a Toolkit (nsight-compute/<version>/ncu): the
+Toolkit's launcher looks there when its own folder has none."""
 NO_PERMISSION = "ERR_NVGPUCTRPERM"
 """What ncu prints where the driver lets only administrators read the GPU's counters."""
 PERMISSION_HOWTO = ("the GPU's performance counters are open to administrators only here "
@@ -67,7 +70,7 @@ def _through_launcher(exe: str) -> str:
     bin_dir = Path(exe).resolve().parent
     if bin_dir.name != "bin":
         return exe
-    tools = list(bin_dir.parent.glob("nsight-compute*/ncu")) or list(Path("/opt/nvidia").glob("nsight-compute/*/ncu"))
+    tools = list(bin_dir.parent.glob("nsight-compute*/ncu")) or list(SYSTEM_NSIGHT.glob("nsight-compute/*/ncu"))
     tools = [t for t in tools if t.is_file()]
     if not tools:
         return exe
