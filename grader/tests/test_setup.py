@@ -52,3 +52,33 @@ def test_without_network_venv_module_or_wheels_make_test_stops_with_one_line_say
     r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1] == "test: python3 -m venv failed: install python3-venv"
+
+
+def _wheel(folder: Path, name: str, main: str = "") -> None:
+    """A stand-in package `name` 99.0 as a wheel pip installs."""
+    info = f"{name}-99.0.dist-info"
+    with zipfile.ZipFile(folder / f"{name}-99.0-py3-none-any.whl", "w") as w:
+        w.writestr(f"{name}/__init__.py", "")
+        if main:
+            w.writestr(f"{name}/__main__.py", main)
+        w.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 99.0\n")
+        w.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        w.writestr(f"{info}/RECORD", "")
+
+
+def test_a_wheel_folder_without_one_extra_installs_the_others_and_names_only_the_missing_one(tmp_path):
+    kit, env = _kit(tmp_path, with_wheels=False)
+    (kit / "grader").mkdir()
+    for f in ("requirements-test.txt", "requirements-handouts.txt"):
+        shutil.copy(tasks.ROOT / "grader" / f, kit / "grader" / f)
+    (kit / "wheels").mkdir()
+    _wheel(kit / "wheels", "pytest", "import sys\nprint('stand-in pytest ran:', ' '.join(sys.argv[1:3]))\n")
+    for name in ("jinja2", "markdown", "pypdf", "pygments"):  # copydetect's wheel is missing
+        _wheel(kit / "wheels", name)
+    # The system Python, without pytest but with the venv module.
+    (tmp_path / "bin" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stand-in pytest ran: grader/tests slides_examples/tests" in r.stdout
+    assert ("SKIPPED: the tests that need copydetect: not installed and not installable here "
+            "(no network, no wheels in wheels/)") in r.stdout
