@@ -1,22 +1,67 @@
+"""Shared fixtures. The GPU tests run after the others; where one of them needs the known corpus (a
+class of some 70 submissions, graded for minutes on the GPU), that class is graded from the end of
+collection on, on its own thread, while the CPU tests run. No GPU test starts before it is over, so
+nothing else uses the GPU while it is timed."""
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 import fake_kit as fake_kit_mod
 import gpu_corpus
 from grader import gpu
 
+_background = None  # gpu_corpus.Background, where the session's tests need the corpus
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: uses the local GPU without the local_gpu fixture (runs with the GPU "
+                                       "tests, after the others)")
+
+
+def _on_gpu(item) -> bool:
+    return "local_gpu" in item.fixturenames or item.get_closest_marker("gpu") is not None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    global _background
+    items.sort(key=_on_gpu)  # stable: each group keeps its order
+    if config.option.collectonly or not any("corpus" in i.fixturenames for i in items):
+        return
+    try:
+        info = gpu.detect()
+    except gpu.NoGpu:
+        return  # the GPU tests are skipped, with the reason (local_gpu)
+    _background = gpu_corpus.Background(info, Path(tempfile.mkdtemp(prefix="corpus-")))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _background is not None:
+        _background.stop()
+        if exitstatus == 0:  # kept after a failure, for its batch.log and records
+            shutil.rmtree(_background.root, ignore_errors=True)
+
 
 @pytest.fixture(scope="session")
 def local_gpu():
-    """The local GPU; GPU tests are skipped, with the reason, where there is none."""
+    """The local GPU, once the corpus (if it is being graded) is done with it; GPU tests are skipped,
+    with the reason, where there is none."""
     try:
-        return gpu.detect()
+        info = gpu.detect()
     except gpu.NoGpu as e:
         pytest.skip(f"needs a CUDA GPU ({e})")
+    if _background is not None:
+        _background.wait()
+    return info
 
 
 @pytest.fixture(scope="session")
 def corpus(local_gpu, tmp_path_factory):
     """Every known submission of assignments/*/tests/ graded once, as one class in a batch (gpu_corpus.py)."""
+    if _background is not None:
+        return _background.result()
     return gpu_corpus.grade_class(local_gpu, tmp_path_factory.mktemp("corpus"))
 
 

@@ -75,6 +75,7 @@ def test_a_version_that_does_not_exist_is_refused_with_the_valid_range(built):
     assert "no version 99 (there are 1..4" in p.stderr
 
 
+@pytest.mark.gpu
 def test_every_version_passes_its_check_on_the_local_gpu(built, tmp_path):
     gpus = local_gpu_count()
     if gpus == 0:
