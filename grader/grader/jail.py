@@ -26,6 +26,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -277,8 +278,28 @@ def profiler_folder() -> Optional[Path]:
     return Path(exe).resolve().parent if exe else None
 
 
+def closed_on_the_way(path: Path) -> Optional[Path]:
+    """The first folder on the way to `path` (itself included) that a user other than its owner and
+    group cannot pass through; None where every one is open."""
+    for p in [*reversed(path.parents), path]:
+        try:
+            if not p.stat().st_mode & stat.S_IXOTH:
+                return p
+        except OSError:
+            return p
+    return None
+
+
 def check_namespaces(jail: Jail) -> None:
     """JailError unless bubblewrap can make its namespaces here (as the user jails run as)."""
+    tmp = Path(tempfile.gettempdir())
+    closed = closed_on_the_way(tmp) if jail.limits.drop_to is not None else None
+    if closed is not None:
+        # The work folders are made in the temp folder, and a root grader's jails run as nobody: a
+        # private TMPDIR (a cluster job's, say) would end every run in "Permission denied".
+        raise JailError(f"the jail's user (nobody) cannot pass through {closed}, on the way to the temp folder "
+                        f"{tmp}, where each submission's work folder is made: point TMPDIR at a folder every user "
+                        f"can enter (as /tmp is), or open that one (chmod o+x {closed})")
     try:
         with tempfile.TemporaryDirectory(prefix="kit-jailcheck-") as d:
             os.chmod(d, 0o755)

@@ -333,6 +333,24 @@ def test_compute_sanitizer_s_folder_runs_in_the_sanitize_view_with_the_libraries
     assert run.returncode != 0 and "No such file" in run.output  # the other views never see it
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the jail runs as another user (nobody) only for a grader run as root")
+def test_a_private_temp_folder_is_named_with_the_fix_before_any_submission_runs(monkeypatch):
+    """A cluster job's TMPDIR is often its own, mode 0700: each work folder is made there, and nobody,
+    the jail's user, could not reach it (bubblewrap: "Can't find source path ...: Permission denied",
+    which read as a machine without user namespaces)."""
+    private = Path(tempfile.mkdtemp(prefix="kit-test-job-tmp-"))  # mode 0700, in the open /tmp
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(private))
+        root = Path(tempfile.mkdtemp(prefix="kit-test-jail-"))
+        with pytest.raises(jail.JailError) as e:
+            sandbox.open_jail(root, tasks.ROOT / "harness" / "include", None, Limits())
+        assert f"cannot pass through {private}," in str(e.value)
+        assert "point TMPDIR at a folder every user can enter" in str(e.value)
+        assert f"chmod o+x {private}" in str(e.value)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
 def test_a_death_by_a_signal_in_the_jail_comes_back_as_that_signal(box):
     assert box.run("int main(void) { raise(SIGSEGV); return 0; }").returncode == -11
     assert box.run("int main(void) { return 5; }").returncode == 5
