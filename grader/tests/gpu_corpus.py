@@ -130,7 +130,12 @@ class Corpus:
     """The batch's output (its progress lines and summary)."""
 
     def record(self, name: str, path: Path) -> dict:
-        return json.loads((self.out / "records" / student(name, path) / f"{name}.json").read_text())
+        """The file's record; a missing one fails with the end of the batch's output, which says why."""
+        f = self.out / "records" / student(name, path) / f"{name}.json"
+        if not f.is_file():
+            tail = self.log.read_text()[-2000:] if self.log and self.log.is_file() else ""
+            raise AssertionError(f"the batch (exit {self.exit_code}) left no record for {path.name}:\n{tail}")
+        return json.loads(f.read_text())
 
 
 SKIPPED = ("__pycache__", ".pytest_cache", ".venv", ".git")
