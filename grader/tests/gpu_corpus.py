@@ -134,7 +134,7 @@ class Corpus:
         f = self.out / "records" / student(name, path) / f"{name}.json"
         if not f.is_file():
             tail = self.log.read_text()[-2000:] if self.log and self.log.is_file() else ""
-            raise AssertionError(f"the batch (exit {self.exit_code}) left no record for {path.name}:\n{tail}")
+            raise AssertionError(f"the batch (exit {self.exit_code}) left no record for {student(name, path)}:\n{tail}")
         return json.loads(f.read_text())
 
 
