@@ -6,12 +6,11 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import sandbox
-from .jail import FORBIDDEN_LIBS, toolkit_root
+from . import protocol, sandbox
+from .jail import FORBIDDEN_LIBS, toolkit_root, under_system
 from .tasks import ROOT, Task
 
 
@@ -110,13 +109,42 @@ def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> t
     return run.returncode == 0, text
 
 
+NM = "nm"
+"""binutils' symbol lister. Its demangler (-C) parses names the submission chose (an asm label can be
+any string), so it runs where the compiler does: in the jail's compile view, never as the TA."""
+SYMBOLS_BYTES = 256 << 20
+"""The most of nm's listing that is read: an object that lists more is refused, not half scanned."""
+
+
+class ScanError(Exception):
+    """The object's symbols could not be listed in full: the submission goes no further."""
+
+
+def list_symbols(obj: Path, timeout: float = 120) -> str:
+    """`nm -C` of the object, run as the compiler is (in the jail, where there is one)."""
+    nm = shutil.which(NM)
+    if nm is None:
+        raise KitError(f"{NM} (binutils) was not found: the scan for forbidden calls needs it (apt-get install binutils)")
+    log = obj.parent / "symbols.txt"
+    r = sandbox.run([nm, "-C", obj.name], obj.parent, log, timeout, view="compile",
+                    read_only=() if under_system(nm) else (Path(nm),))
+    data = protocol.read_regular(log, SYMBOLS_BYTES + 1)
+    text = data.decode(errors="replace")
+    if r.timed_out:
+        raise ScanError(f"listing the symbols of {obj.name} did not finish within {timeout:.0f} s")
+    if r.returncode != 0:
+        raise ScanError(f"the symbols of {obj.name} could not be listed (nm exited {r.returncode}: "
+                        f"{sandbox.last_line(text)})")
+    if len(data) > SYMBOLS_BYTES:
+        raise ScanError(f"{obj.name} lists more than {SYMBOLS_BYTES >> 20} MiB of symbols")
+    return text
+
+
 def scan_forbidden(obj: Path) -> list:
     """Calls the assignments forbid, found in the object's symbols (undefined ones too). The
-    symbols decide; the source beside the object (kernel.cu) only helps to name Thrust calls."""
-    try:
-        out = subprocess.run(["nm", "-C", str(obj)], capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise KitError(f"cannot list the symbols of {obj}: {e}") from None
+    symbols decide; the source beside the object (kernel.cu) only helps to name Thrust calls.
+    ScanError where the symbols cannot be listed in full."""
+    out = list_symbols(obj)
     found, seen = [], set()
 
     def add(library, call):

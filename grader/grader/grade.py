@@ -102,7 +102,11 @@ def build_stage(task: Task, submission: Path, arch: str, work: Path, result: Gra
     if not ok:
         _fail(result, Verdict.BUILD_ERROR, "kernel.cu does not compile: " + _first_error(log))
         return False
-    forbidden = build.scan_forbidden(work / "kernel.o")
+    try:
+        forbidden = build.scan_forbidden(work / "kernel.o")
+    except build.ScanError as e:
+        _fail(result, Verdict.BUILD_ERROR, f"kernel.o could not be checked for forbidden calls: {e}")
+        return False
     if forbidden:
         calls = ", ".join(f"{f.call} ({f.library})" for f in forbidden)
         _fail(result, Verdict.FORBIDDEN_CALL, f"kernel.cu calls what this assignment forbids: {calls}")

@@ -195,6 +195,11 @@ _UNDER_SYSTEM = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
 """What a path under the system folders starts with."""
 
 
+def under_system(path) -> bool:
+    """Whether `path` lies under the system folders that the compile view shows read-only."""
+    return str(path).startswith(_UNDER_SYSTEM)
+
+
 def _system_dirs() -> list:
     """/usr read-only, and the top-level folders that point into it (merged /usr) as the same links."""
     a = ["--ro-bind", "/usr", "/usr"]

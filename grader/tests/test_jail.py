@@ -351,6 +351,29 @@ def test_a_private_temp_folder_is_named_with_the_fix_before_any_submission_runs(
         shutil.rmtree(private, ignore_errors=True)
 
 
+def test_the_symbol_scan_of_a_submission_s_object_runs_in_the_jail_never_as_the_ta(box, monkeypatch):
+    """nm's demangler parses names the submission chose (an asm label can be any string): a flaw in
+    it must not run as the TA. Here a stand-in nm lists, as a cuBLAS call, the user it ran as."""
+    fake = box.tmp / "nm"
+    fake.write_text('#!/bin/sh\necho "0000000000000000 T cublas_run_by_uid_$(id -u)"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(build, "NM", str(box.jail.expose(fake)))
+    (box.work / "kernel.o").write_bytes(b"")
+    assert [f.call for f in build.scan_forbidden(box.work / "kernel.o")] == [f"cublas_run_by_uid_{jail.NOBODY}"]
+
+
+def test_an_object_whose_symbols_cannot_be_listed_goes_no_further(box, monkeypatch):
+    """A listing cut short (nm failing on a malformed object, or stopped at a limit) would leave
+    forbidden calls unread: it is a build error, never an empty list."""
+    fake = box.tmp / "nm"
+    fake.write_text('#!/bin/sh\necho "0000000000000000 T kernel_ok"\necho "nm: kernel.o: file format not recognized" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(build, "NM", str(box.jail.expose(fake)))
+    (box.work / "kernel.o").write_bytes(b"")
+    with pytest.raises(build.ScanError, match="nm exited 1: nm: kernel.o: file format not recognized"):
+        build.scan_forbidden(box.work / "kernel.o")
+
+
 def test_a_death_by_a_signal_in_the_jail_comes_back_as_that_signal(box):
     assert box.run("int main(void) { raise(SIGSEGV); return 0; }").returncode == -11
     assert box.run("int main(void) { return 5; }").returncode == 5
@@ -368,6 +391,8 @@ def test_in_the_compile_view_kernel_cu_compiles_but_cannot_include_the_reference
         results[src.stem] = build.compile_submission(src, work, "sm_90", 300)
     assert results["fine"][0] is True, results["fine"][1]
     assert results["thief"][0] is False and "No such file" in results["thief"][1]
+    assert build.scan_forbidden(box.root / "fine" / "kernel.o") == []  # the system's nm, in the same view
+    assert "trmm" in (box.root / "fine" / "symbols.txt").read_text()
 
 
 def test_without_bubblewrap_there_is_no_jail_and_the_message_says_how_to_get_one(monkeypatch):
