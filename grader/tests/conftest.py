@@ -37,6 +37,12 @@ def pytest_collection_modifyitems(session, config, items):
     _background = gpu_corpus.Background(info, Path(tempfile.mkdtemp(prefix="corpus-")))
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus):
+    if _background is not None and exitstatus != 0:
+        terminalreporter.write_line(f"the known corpus's class, kept: {_background.root} (batch.log, out/records, "
+                                    f"out/reports)")
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _background is not None:
         _background.stop()
