@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import protocol, sandbox
-from .jail import FORBIDDEN_LIBS, toolkit_root, under_system
+from .jail import FORBIDDEN_LIBS, toolkit_root
 from .tasks import ROOT, Task
 
 
@@ -126,8 +126,7 @@ def list_symbols(obj: Path, timeout: float = 120) -> str:
     if nm is None:
         raise KitError(f"{NM} (binutils) was not found: the scan for forbidden calls needs it (apt-get install binutils)")
     log = obj.parent / "symbols.txt"
-    r = sandbox.run([nm, "-C", obj.name], obj.parent, log, timeout, view="compile",
-                    read_only=() if under_system(nm) else (Path(nm),))
+    r = sandbox.run([nm, "-C", obj.name], obj.parent, log, timeout, view="compile", read_only=(Path(nm),))
     data = protocol.read_regular(log, SYMBOLS_BYTES + 1)
     text = data.decode(errors="replace")
     if r.timed_out:

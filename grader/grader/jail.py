@@ -117,19 +117,20 @@ class Jail:
              "--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",
              "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm"]
         a += _ro("/etc/ld.so.cache")
+        # Views that show the system folders whole: a file under them is there already (bound again, a
+        # link such as /usr/bin/nm would make bubblewrap fail).
+        shows_system = view in ("check", "compile") or (view == "profile" and self.profiler is not None)
         if view == "check":  # only the namespaces and /usr: can bubblewrap work here at all?
             a += _system_dirs()
         elif view == "compile":
             a += _system_dirs() + _ro(self.toolkit) + _ro("/etc/alternatives")
         elif view in ("run", "sanitize", "profile"):
-            profiled = view == "profile" and self.profiler is not None
-            if profiled:
-                # ncu and the system files it needs (read-only, as when compiling), before the libraries
-                # (those under them are there already): nothing of a profiled run is graded, so a
-                # library reachable there earns nothing.
+            if shows_system:  # a profiled run
+                # ncu and the system files it needs (read-only, as when compiling), before the libraries:
+                # nothing of a profiled run is graded, so a library reachable there earns nothing.
                 a += _system_dirs() + _ro(self.profiler)
             for lib in self.runtime:
-                if not (profiled and str(lib).startswith(_UNDER_SYSTEM)):
+                if not (shows_system and _under_system(lib)):
                     a += _ro(lib)
             by_node = gpus is not None and all(g.isdigit() for g in gpus)
             wanted = {str(int(g)) for g in gpus} if by_node else set()
@@ -156,7 +157,8 @@ class Jail:
             a += _ro(self.include)
         a += ["--bind", str(work), str(work)]
         for p in read_only:  # after the work folder: a file inside it (the runner) is bound over itself
-            a += _ro(p)
+            if not (shows_system and _under_system(p)):
+                a += _ro(p)
         a += ["--chdir", str(work), "--"]
         return a + [str(c) for c in cmd]
 
@@ -195,8 +197,8 @@ _UNDER_SYSTEM = tuple(f"{top}/" for top in ("/usr",) + _SYSTEM_TOPS)
 """What a path under the system folders starts with."""
 
 
-def under_system(path) -> bool:
-    """Whether `path` lies under the system folders that the compile view shows read-only."""
+def _under_system(path) -> bool:
+    """Whether `path` lies under the system folders (which some views show whole, read-only)."""
     return str(path).startswith(_UNDER_SYSTEM)
 
 
@@ -283,7 +285,7 @@ def profiler_folder() -> Optional[Path]:
     return Path(exe).resolve().parent if exe else None
 
 
-def closed_on_the_way(path: Path) -> Optional[Path]:
+def _closed_on_the_way(path: Path) -> Optional[Path]:
     """The first folder on the way to `path` (itself included) that a user other than its owner and
     group cannot pass through; None where every one is open."""
     for p in [*reversed(path.parents), path]:
@@ -298,7 +300,7 @@ def closed_on_the_way(path: Path) -> Optional[Path]:
 def check_namespaces(jail: Jail) -> None:
     """JailError unless bubblewrap can make its namespaces here (as the user jails run as)."""
     tmp = Path(tempfile.gettempdir())
-    closed = closed_on_the_way(tmp) if jail.limits.drop_to is not None else None
+    closed = _closed_on_the_way(tmp) if jail.limits.drop_to is not None else None
     if closed is not None:
         # The work folders are made in the temp folder, and a root grader's jails run as nobody: a
         # private TMPDIR (a cluster job's, say) would end every run in "Permission denied".

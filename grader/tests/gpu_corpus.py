@@ -138,7 +138,7 @@ class Corpus:
         return json.loads(f.read_text())
 
 
-SKIPPED = ("__pycache__", ".pytest_cache", ".venv", ".git")
+NOT_HASHED = ("__pycache__", ".pytest_cache", ".venv", ".git")
 
 
 def snapshot(*paths: Path) -> dict:
@@ -149,7 +149,7 @@ def snapshot(*paths: Path) -> dict:
         if top.is_file() and not top.is_symlink():
             out[str(top)] = hashlib.sha256(top.read_bytes()).hexdigest()
         for dirpath, dirs, files in os.walk(top):
-            dirs[:] = [d for d in dirs if d not in SKIPPED]
+            dirs[:] = [d for d in dirs if d not in NOT_HASHED]
             for f in files:
                 p = Path(dirpath) / f
                 if p.is_file() and not p.is_symlink():
@@ -183,6 +183,12 @@ class Listener:
         return len(self.reached)
 
 
+def grader_command(*args: str, **env: str) -> tuple:
+    """(command, environment) that run `python3 -m grader ARGS` from this checkout, as a TA runs it."""
+    path = [str(ROOT / "grader")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return [sys.executable, "-m", "grader", *args], dict(os.environ, PYTHONPATH=os.pathsep.join(path), **env)
+
+
 def graded_here(gpu) -> set:
     """The assignments of the class: those this machine has enough GPUs for."""
     return {name for name in tasks.registry() if tasks.load(name).gpus_required <= gpu.count}
@@ -198,8 +204,9 @@ def harnesses(gpu, names) -> list:
     return [ROOT / "build" / gpu.arch / d for d in ("harness", *sorted(names))]
 
 
-def grade_class(gpu, root: Path, running: list = None) -> Corpus:
-    """The class graded by `python3 -m grader batch` (the batch's process is added to `running`)."""
+def grade_class(gpu, root: Path, running: list = None, built: bool = False) -> Corpus:
+    """The class graded by `python3 -m grader batch` (the batch's process is added to `running`);
+    `built`: the harnesses are built already (Background)."""
     subs, out, home, other = root / "class", root / "out", root / "ta-home", root / "other-kit"
     graded = graded_here(gpu)
     files = known() + [(name, f) for name in tasks.registry() for f in (reference(name), skeleton(name))]
@@ -227,20 +234,20 @@ def grade_class(gpu, root: Path, running: list = None) -> Corpus:
     tmp.mkdir()
     for d in (root, tmp):  # the jail's user must be able to pass through to the work folders
         os.chmod(d, 0o755)
-    cmd = [sys.executable, "-m", "grader", "batch", str(subs), "--out", str(out), "--jobs", str(os.cpu_count() or 4),
-           "--assignments", *sorted(graded), "--timed-runs", str(TIMED_RUNS), "--no-reference", "--memory-gib", "16"]
-    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=os.pathsep.join(
-        [str(ROOT / "grader")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    cmd, env = grader_command("batch", str(subs), "--out", str(out), "--jobs", str(os.cpu_count() or 4),
+                              "--assignments", *sorted(graded), "--timed-runs", str(TIMED_RUNS), "--no-reference",
+                              "--memory-gib", "16", *([] if jailed else ["--no-isolation"]), TMPDIR=str(tmp))
     try:
-        build_harnesses(gpu, root)  # done already where Background started this: then make finds nothing to do
-        outside = [*(p for p in ROOT.iterdir() if p.name not in ("build", *SKIPPED)), *harnesses(gpu, graded), subs,
+        if not built:
+            build_harnesses(gpu, root)
+        outside = [*(p for p in ROOT.iterdir() if p.name not in ("build", *NOT_HASHED)), *harnesses(gpu, graded), subs,
                    home, other]
         before = snapshot(*outside) if hostile_entries else None
         tmp_before = set(os.listdir("/tmp"))
         with open(root / "batch.log", "w") as log:
-            proc = subprocess.Popen(cmd + ([] if jailed else ["--no-isolation"]), cwd=ROOT, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
-            (running if running is not None else []).append(proc)
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            if running is not None:
+                running.append(proc)
             rc = proc.wait()
     finally:
         connections = listener.close() if listener else 0
@@ -271,7 +278,7 @@ class Background:
 
     def _grade(self, gpu, root):
         try:
-            self.corpus = grade_class(gpu, root, self.running)
+            self.corpus = grade_class(gpu, root, self.running, built=True)
         except BaseException as e:  # noqa: BLE001 - handed to the tests that need the class
             self.error = e
 

@@ -4,7 +4,6 @@ a batch (gpu_corpus.py: in the jail where bubblewrap is installed). Skipped with
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -84,9 +83,8 @@ def test_a_compile_that_holds_a_core_cannot_slow_the_library_or_the_empty_call_t
     src, record = tmp_path / "kernel.cu", tmp_path / "reduce.json"
     src.write_text(ref.read_text() + (Path(__file__).parent / "fixtures" / "heavy_compile.inc").read_text())
     two = sorted(os.sched_getaffinity(0))[:2]
-    env = dict(os.environ, PYTHONPATH=str(tasks.ROOT / "grader"))
-    r = subprocess.run([sys.executable, "-m", "grader", "grade", "reduce", "--submission", str(src), "--json",
-                        str(record)], cwd=tasks.ROOT, env=env, capture_output=True, text=True, timeout=600,
+    cmd, env = gpu_corpus.grader_command("grade", "reduce", "--submission", str(src), "--json", str(record))
+    r = subprocess.run(cmd, cwd=tasks.ROOT, env=env, capture_output=True, text=True, timeout=600,
                        preexec_fn=lambda: os.sched_setaffinity(0, two))
     assert r.returncode in (0, 1) and record.is_file(), r.stdout[-3000:] + r.stderr[-3000:]  # 1: not full marks
     rec = json.loads(record.read_text())

@@ -351,25 +351,27 @@ def test_a_private_temp_folder_is_named_with_the_fix_before_any_submission_runs(
         shutil.rmtree(private, ignore_errors=True)
 
 
-def test_the_symbol_scan_of_a_submission_s_object_runs_in_the_jail_never_as_the_ta(box, monkeypatch):
-    """nm's demangler parses names the submission chose (an asm label can be any string): a flaw in
-    it must not run as the TA. Here a stand-in nm lists, as a cuBLAS call, the user it ran as."""
+def _stand_in_nm(box, monkeypatch, script: str) -> None:
+    """build.NM made a shell script the jail can read, and an empty kernel.o in the work folder."""
     fake = box.tmp / "nm"
-    fake.write_text('#!/bin/sh\necho "0000000000000000 T cublas_run_by_uid_$(id -u)"\n')
+    fake.write_text(f"#!/bin/sh\n{script}\n")
     fake.chmod(0o755)
     monkeypatch.setattr(build, "NM", str(box.jail.expose(fake)))
     (box.work / "kernel.o").write_bytes(b"")
+
+
+def test_the_symbol_scan_of_a_submission_s_object_runs_in_the_jail_never_as_the_ta(box, monkeypatch):
+    """nm's demangler parses names the submission chose (an asm label can be any string): a flaw in
+    it must not run as the TA. Here a stand-in nm lists, as a cuBLAS call, the user it ran as."""
+    _stand_in_nm(box, monkeypatch, 'echo "0000000000000000 T cublas_run_by_uid_$(id -u)"')
     assert [f.call for f in build.scan_forbidden(box.work / "kernel.o")] == [f"cublas_run_by_uid_{jail.NOBODY}"]
 
 
 def test_an_object_whose_symbols_cannot_be_listed_goes_no_further(box, monkeypatch):
     """A listing cut short (nm failing on a malformed object, or stopped at a limit) would leave
     forbidden calls unread: it is a build error, never an empty list."""
-    fake = box.tmp / "nm"
-    fake.write_text('#!/bin/sh\necho "0000000000000000 T kernel_ok"\necho "nm: kernel.o: file format not recognized" >&2\nexit 1\n')
-    fake.chmod(0o755)
-    monkeypatch.setattr(build, "NM", str(box.jail.expose(fake)))
-    (box.work / "kernel.o").write_bytes(b"")
+    _stand_in_nm(box, monkeypatch, 'echo "0000000000000000 T kernel_ok"\n'
+                                    'echo "nm: kernel.o: file format not recognized" >&2\nexit 1')
     with pytest.raises(build.ScanError, match="nm exited 1: nm: kernel.o: file format not recognized"):
         build.scan_forbidden(box.work / "kernel.o")
 
