@@ -1,10 +1,10 @@
 // wire.cu: the judge's and the runner's channel (see wire.h). Host code only.
 #include <dirent.h>
+#include <fcntl.h>
 
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -178,10 +178,32 @@ uint64_t random64() {
     return v;
 }
 
+namespace {
+
+// The whole of /proc/PID/`name`, or false. A process can end between the open and the read (the read
+// then fails with ESRCH): that is an answer, never an exception.
+bool read_proc(int pid, const char* name, std::string& out) {
+    out.clear();
+    int fd = open(("/proc/" + std::to_string(pid) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) != 0) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        out.append(buf, size_t(n));
+    }
+    close(fd);
+    return n == 0;
+}
+
+}  // namespace
+
 std::vector<std::string> mapped_libraries(int pid, bool& ok) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-    ok = (bool)in;
+    std::string maps;
+    ok = read_proc(pid, "maps", maps);
     std::set<std::string> found;
+    std::istringstream in(maps);
     std::string line;
     while (std::getline(in, line)) {
         size_t slash = line.find('/');
@@ -195,8 +217,8 @@ std::vector<std::string> mapped_libraries(int pid, bool& ok) {
 namespace {
 
 long session_id(int pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string s;
+    if (!read_proc(pid, "stat", s)) return -1;
     size_t close_paren = s.rfind(')');
     if (close_paren == std::string::npos) return -1;
     std::istringstream rest(s.substr(close_paren + 1));

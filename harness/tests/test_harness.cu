@@ -6,10 +6,12 @@
 #include <fstream>
 #include <limits>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -110,6 +112,26 @@ TEST_CASE("a message that is not the wire's is refused") {
     CHECK_THROWS_AS(judge.receive(m, 1000), wire::ProtocolError);
     close(sv[0]);
     close(sv[1]);
+}
+
+TEST_CASE("the judge's scan of the runner's session goes on while other processes come and go") {
+    // A process that ends between the scan opening its /proc files and reading them must not end the
+    // judge: a runner (or a build beside it) can start and end processes as fast as it likes.
+    std::atomic<bool> stop{false};
+    std::thread churn([&] {
+        while (!stop) {
+            pid_t c = fork();
+            if (c == 0) _exit(0);
+            if (c > 0) waitpid(c, nullptr, 0);
+        }
+    });
+    int scans = 0;
+    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+         std::chrono::steady_clock::now() < end; scans++)
+        CHECK(wire::forbidden_library(getpid(), {"libnothing_by_this_name"}) == "");
+    stop = true;
+    churn.join();
+    CHECK(scans > 0);
 }
 
 TEST_CASE("the doorbell wakes a runner that waits, spinning or asleep, with the judge's command") {
