@@ -47,7 +47,8 @@ install poppler-utils pdftotext || missing poppler-utils "the handouts' print ch
 # missing extra (Jinja2, markdown, pypdf, copydetect) are skipped by name, with the reason.
 need="import pytest, jinja2, markdown, pypdf, copydetect"
 wheels=${KIT_WHEELS:-wheels}
-reqs="-r grader/requirements-test.txt -r grader/requirements-handouts.txt"
+req_files="grader/requirements-test.txt grader/requirements-handouts.txt"
+reqs=$(for f in $req_files; do printf -- "-r %s " "$f"; done); reqs=${reqs% }
 export PYTHONPATH=grader
 if python3 -c "$need" 2>/dev/null; then
     py=python3
@@ -72,7 +73,7 @@ else
             if [ -d "$wheels" ]; then
                 # All at once, else each package the folder has (one missing wheel loses only its tests).
                 $py -m pip install -q --no-index --find-links "$wheels" $reqs 2>/dev/null || \
-                    for p in $(sed -e 's/#.*//' -e 's/[<>=!~ ].*//' grader/requirements-test.txt grader/requirements-handouts.txt); do
+                    for p in $(sed -e 's/#.*//' -e 's/[<>=!~ ].*//' $req_files); do
                         $py -m pip install -q --no-index --find-links "$wheels" "$p" 2>/dev/null || true
                     done
             else
