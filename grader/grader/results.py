@@ -47,6 +47,9 @@ class Timing:
     inputs after an L2 flush."""
     warmup: int
     """Untimed calls before the timed ones."""
+    waits_ms: list = field(default_factory=list)
+    """For each timed run, the milliseconds the judge's thread and the one serving it spent waiting for a
+    CPU while other processes had it (-1: the system does not say). Near zero on an idle machine."""
 
     @property
     def median_ms(self) -> float:

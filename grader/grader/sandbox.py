@@ -4,7 +4,9 @@ batch and Gradescope grading the jail (jail.py) with per-submission limits (limi
 Output goes to files, and only their last few kilobytes are ever read back: a submission that
 prints gigabytes costs disk up to the file-size limit, not the grader's memory. Files a jailed
 program could have made are read only as regular files, never through a link or a pipe, and its
-work folder is swept of everything but regular files and folders once it has ended.
+work folder is swept of everything but regular files and folders once it has ended. A batch's builds
+run at the idle CPU priority (SCHED_IDLE, idle_builds()): it builds on every core while it times, and a
+compiler must never take a CPU from a timing's judge or runner.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import stat
 import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -48,9 +52,14 @@ class Run:
     """Why the grader stopped a jailed program that broke a limit ("wrote more than 8 GiB to disk")."""
 
 
-def _setup(group=None, limits: Limits = None):
+def _setup(group=None, limits: Limits = None, idle: bool = False):
     def child():
         os.setsid()  # its own process group, so a kill reaches everything it started
+        if idle:  # idle_builds(): inherited by the compiler's children
+            try:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            except (OSError, AttributeError):
+                pass
         if limits is not None:
             limits.child_setup(group)
         else:
@@ -124,7 +133,8 @@ class Proc:
                 self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, env=env,
                                              pass_fds=pass_fds,
-                                             preexec_fn=_setup(self.group, self.jail.limits if self.jail else None))
+                                             preexec_fn=_setup(self.group, self.jail.limits if self.jail else None,
+                                                               idle=view == "compile" and getattr(_IDLE, "on", False)))
             if stdin is not None:
                 try:
                     self.proc.stdin.write(stdin)
@@ -225,6 +235,21 @@ def kill(proc: subprocess.Popen):
 
 
 _JAIL: Optional[Jail] = None
+
+
+_IDLE = threading.local()
+
+
+@contextmanager
+def idle_builds():
+    """Builds this thread starts in the block run at the idle CPU priority (SCHED_IDLE): a CPU only when
+    no other process wants it. For a batch's builds beside its timings; not for a build on its own, which
+    a machine busy with other work would then starve past its time limit."""
+    _IDLE.on = True
+    try:
+        yield
+    finally:
+        _IDLE.on = False
 
 
 def confine(jail: Optional[Jail]) -> None:

@@ -3,13 +3,15 @@ assignments/<name>/tests/ get their verdicts on the local GPU, all of them grade
 a batch (gpu_corpus.py: in the jail where bubblewrap is installed). Skipped without a GPU."""
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import gpu_corpus
-from grader import tasks
+from grader import performance, tasks
 from grader.grade import grade
 from grader.results import Verdict
 
@@ -90,3 +92,58 @@ def test_a_compile_that_holds_a_core_cannot_slow_the_library_or_the_empty_call_t
     rec = json.loads(record.read_text())
     assert "library" not in rec["stage_seconds"], rec["stage_seconds"]
     assert (rec["verdict"], rec["score"]) == ("correct", tasks.load("reduce").max_score), r.stdout[-3000:]
+
+
+def test_a_class_of_heavy_compiles_takes_no_cpu_from_the_timing_beside_them(local_gpu, tmp_path):
+    """A batch builds on every core while it times. conv1d's reference sorts first in a class whose
+    other entries (twice as many as cores) each take seconds of one core to compile: the reference is
+    timed while they build. Builds run at the idle CPU priority, so none of its runs waits for a CPU:
+    it is timed once, with full marks."""
+    ref = gpu_corpus.reference("conv1d")
+    if not ref.is_file():
+        pytest.skip("needs the hidden reference of conv1d (reference/conv1d/kernel.cu)")
+    subs, out = tmp_path / "class", tmp_path / "out"
+    (subs / "a-reference" / "conv1d").mkdir(parents=True)
+    (subs / "a-reference" / "conv1d" / "kernel.cu").write_text(ref.read_text())
+    heavy = gpu_corpus.skeleton("conv1d").read_text() + (Path(__file__).parent / "fixtures" / "heavy_compile.inc").read_text()
+    for i in range(2 * len(os.sched_getaffinity(0))):  # incorrect at once: built, never timed
+        (subs / f"b-heavy{i:02d}" / "conv1d").mkdir(parents=True)
+        (subs / f"b-heavy{i:02d}" / "conv1d" / "kernel.cu").write_text(heavy)
+    jail = [] if shutil.which("bwrap") else ["--no-isolation"]
+    cmd, env = gpu_corpus.grader_command("batch", str(subs), "--out", str(out), "--assignments", "conv1d",
+                                         "--no-reference", "--timed-runs", str(gpu_corpus.TIMED_RUNS), *jail)
+    r = subprocess.run(cmd, cwd=tasks.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    log = r.stdout[-3000:] + r.stderr[-3000:]
+    rec = json.loads((out / "records" / "a-reference" / "conv1d.json").read_text())
+    assert (rec["verdict"], rec["score"]) == ("correct", tasks.load("conv1d").max_score), log
+    assert "timed 2 times" not in rec["message"] and "timed 3 times" not in rec["message"], rec["message"]
+    assert all(w <= performance.CPU_WAIT_MS for p in rec["performance"] for w in p["timing"]["waits_ms"]), log
+
+def test_a_grading_beside_twice_as_many_busy_processes_as_cores_gives_full_marks_or_says_the_machine_is_busy(
+        local_gpu, tmp_path):
+    """With twice as many spinning processes as cores beside a class, an H200's empty call (taken off
+    every timed run) read 7.6 ms in place of 0.3: 11 of the class's 13 correct conv1d entries, the
+    reference among them, were graded "invalid measurement" and lost their performance points, and the
+    other two were scored at 2x and 4x the copy's rate. The judge now reads
+    how long its thread and the runner's waited for a CPU in each run: the library's disturbed runs
+    are left out, a disturbed student timing is taken again, and a machine that stays too busy is
+    said to be, never turned into a score. conv1d's reference, graded beside such a load."""
+    ref = gpu_corpus.reference("conv1d")
+    if not ref.is_file():
+        pytest.skip("needs the hidden reference of conv1d (reference/conv1d/kernel.cu)")
+    record = tmp_path / "conv1d.json"
+    cmd, env = gpu_corpus.grader_command("grade", "conv1d", "--submission", str(ref), "--json", str(record))
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(2 * len(os.sched_getaffinity(0)))]
+    try:
+        r = subprocess.run(cmd, cwd=tasks.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    out = r.stdout[-3000:] + r.stderr[-3000:]
+    if "too busy" in out:
+        assert r.returncode == 2 and not record.is_file(), out
+        return
+    rec = json.loads(record.read_text())
+    assert (rec["verdict"], rec["score"]) == ("correct", tasks.load("conv1d").max_score), out

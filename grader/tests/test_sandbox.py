@@ -172,3 +172,20 @@ def test_a_library_a_runner_leaves_in_its_work_folder_is_never_loaded_by_the_jud
     r = sandbox.run([str(judge)], work, tmp_path / "kit.log", timeout=10)  # any kit program run outside the jail
     assert r.returncode == 0, r.output  # the kit's own library is still found
     assert not marker.exists(), "a kit program loaded a library from the work folder"
+
+
+@pytest.mark.parametrize("idle,view,policy", [(True, "compile", "SCHED_IDLE"), (False, "compile", "SCHED_OTHER"),
+                                              (True, "run", "SCHED_OTHER"), (True, None, "SCHED_OTHER")])
+def test_a_batch_s_build_runs_at_the_idle_cpu_priority_and_everything_else_at_the_normal_one(tmp_path, idle, view,
+                                                                                            policy):
+    """A batch builds on every core while it times: its compilers get a CPU only when no judge or runner
+    wants one (test_gpu_grading's class of heavy compiles shows what that keeps from a timing). A build
+    on its own, or retried alone, keeps the normal priority: a machine busy with other work would starve
+    it past its time limit."""
+    cmd = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
+    if idle:
+        with sandbox.idle_builds():
+            r = sandbox.run(cmd, tmp_path, tmp_path / "log", timeout=30, view=view)
+    else:
+        r = sandbox.run(cmd, tmp_path, tmp_path / "log", timeout=30, view=view)
+    assert r.returncode == 0 and int(r.output.split()[-1]) == getattr(os, policy), r.output

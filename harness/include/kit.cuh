@@ -253,6 +253,10 @@ struct DeviceFault {
 DeviceFault settle();
 // settle() for the kit's own GPU work: an error there is the kit's, thrown as "`who` failed: ...".
 void settle_or_throw(const char* who);
+// What the CUDA driver logged about its latest errors (its own words, e.g. which OS call failed), as
+// one line of at most `limit` characters; "" where it logged nothing. A bare error code such as
+// cudaErrorOperatingSystem says little; this says why.
+std::string driver_log(size_t limit = 300);
 // How many GPUs (0..k-1) the arrays allocated so far live on.
 int devices_in_use();
 void note_device_in_use(int device);
@@ -261,7 +265,9 @@ void note_device_in_use(int device);
 // fresh inputs and leaves the device idle with its L2 cache flushed (untimed; untimed calls get
 // negative i); `body()` returns once the call's work is finished and its outputs are in the caller's
 // hands: the clock covers exactly that. `after(i, last)` runs untimed after each timed run, `last`
-// on the final one. Returns milliseconds per timed run.
+// on the final one. Returns milliseconds per timed run. Where `waits` is given, `waited()` is read
+// just before and after each timed run (outside the clock) and the difference kept there: the
+// milliseconds the processes the clock depends on spent waiting for a CPU during that run.
 //
 // Slow calls get fewer runs: once the timed calls add up to `budget_ms` and kMinTimedRuns are done,
 // the timing stops. Why: a kernel 50x slower than it should be (an atomic per point in jacobi, 5 s
@@ -295,9 +301,13 @@ inline int burst_size(int runs, int bursts = kTimedBursts) { return (runs + burs
 struct NoGapWork {
     void operator()(int, double) const {}
 };
-template <class Prepare, class Body, class After, class GapWork = NoGapWork>
+struct NoWaits {
+    double operator()() const { return 0; }
+};
+template <class Prepare, class Body, class After, class GapWork = NoGapWork, class Waited = NoWaits>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after, int bursts = kTimedBursts,
-                              double budget_ms = kTimedBudgetMs, GapWork gap_work = {});
+                              double budget_ms = kTimedBudgetMs, GapWork gap_work = {}, Waited waited = {},
+                              std::vector<double>* waits = nullptr);
 void pause_ms(double ms);
 
 double now_ms();
@@ -329,9 +339,9 @@ private:
 void require_gpu();
 
 // ---------------------------------------------------------------------------------------------
-template <class Prepare, class Body, class After, class GapWork>
+template <class Prepare, class Body, class After, class GapWork, class Waited>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after, int bursts,
-                              double budget_ms, GapWork gap_work) {
+                              double budget_ms, GapWork gap_work, Waited waited, std::vector<double>* waits) {
     int untimed_calls = 0;   // untimed calls get prepare(-1), prepare(-2), ...: their own inputs
     auto untimed = [&] {
         prepare(-1 - untimed_calls++);
@@ -355,9 +365,11 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
             burst_start = now_ms();
         }
         prepare(i);
+        const double w0 = waits ? waited() : 0;
         double t0 = now_ms();
         body();
         double t1 = now_ms();
+        if (waits) waits->push_back(waited() - w0);
         ms.push_back(t1 - t0);
         timed_ms += t1 - t0;
         const bool last = i == runs - 1 || (i + 1 >= kMinTimedRuns && timed_ms >= budget_ms);

@@ -97,6 +97,12 @@ inline void cpu_relax() {
 #endif
 }
 
+// Milliseconds that thread `pid` (0: the calling thread) has spent runnable but waiting for a CPU
+// while another process had it (run_delay in /proc/PID/schedstat), since it started; NaN where the
+// system does not say. Read before and after a timed run, it tells a run slowed by other processes
+// from one that had the CPU throughout.
+double cpu_wait_ms(int pid);
+
 // The shared libraries mapped into process `pid`, as paths (from /proc/PID/maps); `ok` false when
 // the map could not be read.
 std::vector<std::string> mapped_libraries(int pid, bool& ok);

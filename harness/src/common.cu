@@ -297,7 +297,27 @@ DeviceFault settle() {
 }
 
 void settle_or_throw(const char* who) {
-    if (DeviceFault f = settle()) throw std::runtime_error(std::string(who) + " failed: " + cudaGetErrorString(f.err));
+    if (DeviceFault f = settle()) {
+        std::string log = driver_log();
+        throw std::runtime_error(std::string(who) + " failed: " + cudaGetErrorString(f.err) +
+                                 (log.empty() ? "" : "; the driver says: " + log));
+    }
+}
+
+std::string driver_log(size_t limit) {
+    static char buf[25600 + 1];  // the driver keeps at most 25,600 bytes of messages
+    size_t size = sizeof buf;
+    if (cudaLogsDumpToMemory(nullptr, buf, &size, 0) != cudaSuccess || size == 0) return "";
+    // Lines "[time][tid][CUDA][E] text": the texts, latest last, joined with "; ", less those that
+    // only repeat the error code ("Returning 700 (CUDA_ERROR_ILLEGAL_ADDRESS) from cuCtxSynchronize").
+    std::string out;
+    std::istringstream in(std::string(buf, std::min(size, sizeof buf - 1)));
+    for (std::string line; std::getline(in, line);) {
+        size_t end = line.rfind("] ");
+        std::string text = end == std::string::npos ? line : line.substr(end + 2);
+        if (!text.empty() && text.rfind("Returning ", 0) != 0) out = out.empty() ? text : out + "; " + text;
+    }
+    return out.size() > limit ? "..." + out.substr(out.size() - limit) : out;
 }
 
 // --------------------------------------------------------------------------------------------

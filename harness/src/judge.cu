@@ -196,14 +196,21 @@ private:
         };
         // The empty call is taken at its least, which needs no bursts: back to back it costs
         // milliseconds, in bursts as long as the case's own timed runs.
+        // The CPU waits of the two threads the round trip depends on: the judge's (this one) and the
+        // one that answered the hello (the runner's, or the checker's serving the library).
+        auto waited = [&] { return wire::cpu_wait_ms(0) + wire::cpu_wait_ms(runner_pid_); };
+        std::vector<double> waits;
         std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after, route < 0 ? 1 : kTimedBursts,
-                                           kTimedBudgetMs, in_gap);
+                                           kTimedBudgetMs, in_gap, waited, &waits);
+        for (double& w : waits)
+            if (!std::isfinite(w)) w = -1;  // the system does not say
         if (o_.baseline) {
             out_.begin().field("event", route < 0 ? "overhead" : "baseline").field("case", c.id)
-                .field("library", route < 0 ? "empty call" : p_.libraries()[route]).field("times_ms", ms).end();
+                .field("library", route < 0 ? "empty call" : p_.libraries()[route]).field("times_ms", ms)
+                .field("wait_ms", waits).end();
             return;
         }
-        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).end();
+        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).field("wait_ms", waits).end();
         const int done = (int)ms.size();  // fewer than c.runs where the calls were slow (time_runs)
         pending_.push_back([this, &c, run = done - 1, seed = seeds[done - 1], o = std::move(last)] {
             check_outputs(p_, c, run, seed, o, out_);  // the probe's truth, whole

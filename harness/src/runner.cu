@@ -35,7 +35,9 @@ int alone(const std::string& plan) {
         p.run_submission(c, dev);
         nvtxRangePop();
         if (DeviceFault f = settle()) {
-            std::fprintf(stderr, "runner: case %s: %s\n", c.id.c_str(), cudaGetErrorString(f.err));
+            std::string log = driver_log();
+            std::fprintf(stderr, "runner: case %s: %s%s%s\n", c.id.c_str(), cudaGetErrorString(f.err),
+                         log.empty() ? "" : "; the driver says: ", log.c_str());
             return is_launch_fault(f) ? kExitLaunchError : kExitRuntimeError;
         }
     }

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <set>
@@ -184,7 +186,8 @@ namespace {
 // then fails with ESRCH): that is an answer, never an exception.
 bool read_proc(int pid, const char* name, std::string& out) {
     out.clear();
-    int fd = open(("/proc/" + std::to_string(pid) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    const std::string who = pid == 0 ? "thread-self" : std::to_string(pid);
+    int fd = open(("/proc/" + who + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     char buf[65536];
     ssize_t n;
@@ -198,6 +201,15 @@ bool read_proc(int pid, const char* name, std::string& out) {
 }
 
 }  // namespace
+
+double cpu_wait_ms(int pid) {
+    // "time on the CPU (ns) time waiting on a run queue (ns) timeslices"
+    std::string text;
+    unsigned long long on_cpu = 0, waited = 0;
+    if (!read_proc(pid, "schedstat", text) || std::sscanf(text.c_str(), "%llu %llu", &on_cpu, &waited) != 2)
+        return std::nan("");
+    return waited / 1e6;
+}
 
 std::vector<std::string> mapped_libraries(int pid, bool& ok) {
     std::string maps;

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <thread>
 
+#include <csignal>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,6 +134,47 @@ TEST_CASE("the judge's scan of the runner's session goes on while other processe
     stop = true;
     churn.join();
     CHECK(scans > 0);
+}
+
+TEST_CASE("a thread that shares its CPU with a busy process is seen waiting for it, one with a CPU to itself is not") {
+    // The judge reads these waits around every timed run: a run slowed by other processes on the
+    // machine is told from one that had the CPU throughout.
+    if (std::isnan(wire::cpu_wait_ms(0))) {
+        WARN("this kernel keeps no /proc/PID/schedstat: the judge cannot tell a disturbed run");
+        return;
+    }
+    CHECK(std::isnan(wire::cpu_wait_ms(-1)));
+    cpu_set_t all, one;
+    REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &all)) ++cpu;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);  // this thread, and a child forked from it
+    auto spin_ms = [](double ms) {
+        for (double end = now_ms() + ms; now_ms() < end;) wire::cpu_relax();
+    };
+    spin_ms(20);
+    double alone = wire::cpu_wait_ms(0);
+    spin_ms(200);
+    alone = wire::cpu_wait_ms(0) - alone;
+
+    pid_t busy = fork();
+    if (busy == 0) {
+        for (double end = now_ms() + 2000; now_ms() < end;) wire::cpu_relax();
+        _exit(0);
+    }
+    REQUIRE(busy > 0);
+    double shared = wire::cpu_wait_ms(0);
+    spin_ms(200);
+    shared = wire::cpu_wait_ms(0) - shared;
+    const double child = wire::cpu_wait_ms(busy);
+    kill(busy, SIGKILL);
+    waitpid(busy, nullptr, 0);
+    REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
+    CHECK(alone < 20);    // 200 ms on a CPU of its own: next to no wait (the machine's own threads)
+    CHECK(shared > 40);   // 200 ms beside a spinning process on one CPU: about half of it waiting
+    CHECK(child >= 0);    // another process's wait reads as well
 }
 
 TEST_CASE("the doorbell wakes a runner that waits, spinning or asleep, with the judge's command") {

@@ -1,4 +1,5 @@
 // expect: launch_error
+// expect-message: the driver says:
 // The block is 64 x 64 = 4096 threads, over the 1024-thread limit, so the launch fails, nothing runs, and no error check here notices.
 #include "cuda_check.cuh"
 

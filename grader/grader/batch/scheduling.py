@@ -257,11 +257,12 @@ class Batch(State, Outputs, Progress):
         task = self.tasks[job.assignment]
         try:
             job.work.mkdir(parents=True)
-            with self.steps.shared():
+            with self.steps.shared(), sandbox.idle_builds():  # beside timings: a CPU only when they want none
                 job.built = self._build_once(job, task)
             if not job.built and job.result.verdict == grade.Verdict.BUILD_ERROR:
-                # Another submission's load (a fork bomb, a full disk) can make a build fail: a build error
-                # counts only when the build fails again with nothing else running.
+                # Another submission's load (a fork bomb, a full disk) can make a build fail, and a machine busy
+                # with other work starves an idle-priority build: a build error counts only when the build
+                # fails again with nothing else of the batch running, at the normal priority.
                 with self.steps.alone():
                     job.built = self._build_once(job, task)
         except Exception as e:  # noqa: BLE001 - whatever happens costs this submission only

@@ -1,0 +1,110 @@
+"""Timings on a machine whose CPUs other processes take: the judge reports, for each timed run, how long
+its thread and the one serving it waited for a CPU (wait_ms); the grader leaves the library's disturbed
+runs out, takes a disturbed student timing again, and calls a machine that stays busy too busy to
+time, never turning its times into a score. No GPU: the judge's records are made up here."""
+import json
+from pathlib import Path
+
+import pytest
+
+from grader import build, grade, judged, performance, sandbox, tasks
+from grader.results import GpuInfo, Verdict
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GPU = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
+QUIET = [0.0] * 10
+
+
+@pytest.fixture(autouse=True)
+def no_pauses(monkeypatch):
+    monkeypatch.setattr(performance.time, "sleep", lambda s: None)
+
+
+def test_a_run_is_disturbed_when_its_cpu_wait_could_change_its_time_and_not_by_a_wait_it_cannot_feel():
+    times = [0.3, 0.3, 100.0, 100.0, 0.3]
+    waits = [0.0, 0.5, 0.5, 2.0, -1]  # -1: the system does not say
+    assert performance.disturbed(times, waits) == [False, True, False, True, False]
+    assert performance.disturbed(times, []) == [False] * 5  # a judge that does not report waits
+
+
+def library_session(overhead_times, overhead_waits, route_times, route_waits):
+    case = tasks.load("conv1d").graded[0].case.id
+    return case, judged.Session(records=[
+        {"event": "ready"},
+        {"event": "overhead", "case": case, "library": "empty call", "times_ms": overhead_times,
+         "wait_ms": overhead_waits},
+        {"event": "baseline", "case": case, "library": "copy of the same bytes", "times_ms": route_times,
+         "wait_ms": route_waits}], runner=sandbox.Run(0, False, 1.0, ""), judge=sandbox.Run(0, False, 1.0, ""))
+
+
+def test_the_library_s_disturbed_runs_are_left_out_and_the_empty_call_is_its_least_undisturbed_run(monkeypatch):
+    # Seen on an H200 with twice as many busy processes as cores: the empty call's runs read 7.6 ms.
+    case, s = library_session([7.6, 0.31, 7.9, 0.30, 8.0], [7.3, 0.0, 7.6, 0.0, 7.7],
+                              [1.3] * 6 + [9.0] * 4, [0.0] * 6 + [7.0] * 4)
+    monkeypatch.setattr(judged, "run", lambda *a, **k: s)
+    task = tasks.load("conv1d")
+    routes, overhead = performance.library_times(task, Path("work"), "sm_90", "plan\n", case, 2)
+    assert overhead == pytest.approx(0.30)
+    (name, timing), = routes
+    assert name == "copy of the same bytes"
+    assert timing.times_ms == pytest.approx([1.0] * 6) and timing.waits_ms == [0.0] * 6
+
+
+def test_a_library_timed_while_the_machine_stays_busy_is_a_kit_error_that_says_so_never_a_bar(monkeypatch):
+    case, s = library_session([7.6] * 5, [7.3] * 5, [9.0] * 10, [7.0] * 10)
+    sessions = []
+    monkeypatch.setattr(judged, "run", lambda *a, **k: sessions.append(1) or s)
+    with pytest.raises(build.KitError, match="too busy to time the conv1d library"):
+        performance.library_times(tasks.load("conv1d"), Path("work"), "sm_90", "plan\n", case, 2)
+    assert len(sessions) == performance.LIBRARY_TRIES
+
+
+def student_session(task, waits, wrong=False):
+    records = [{"event": "ready"}]
+    for g in task.graded:
+        c = g.case.id
+        records += [{"event": "start", "case": c}, {"event": "timed", "case": c, "times_ms": [1.0] * 10,
+                                                     "wait_ms": waits},
+                    {"event": "check", "case": c, "run": 0, "array": "P", "pass": not wrong, "compared": 10,
+                     "rel_error": 0.5 if wrong else 0.0, "worst_index": 3, "worst_got": 1.0, "worst_want": 2.0},
+                    {"event": "checked", "case": c}]
+    return judged.Session(records=records, runner=sandbox.Run(0, False, 1.0, ""), judge=sandbox.Run(0, False, 1.0, ""))
+
+
+def time_student(monkeypatch, sessions):
+    """performance() on conv1d with `sessions` handed out in turn; returns (result, sessions taken)."""
+    task = tasks.load("conv1d")
+    taken = []
+
+    def session(*args, **kwargs):
+        taken.append(1)
+        return sessions[len(taken) - 1](task)
+
+    monkeypatch.setattr(judged, "session", session)
+    result = grade.new_result(task, Path("kernel.cu"), GPU, grade.Options())
+    result.correctness_points = 50.0
+    performance.performance(task, Path("work"), GPU, None, result,
+                            baselines=lambda *a: ([("copy of the same bytes", performance.Timing([1.0] * 10, 2))], 0.0))
+    return result, len(taken)
+
+
+def test_a_student_timing_with_a_disturbed_run_is_taken_again_and_the_quiet_one_counts(monkeypatch):
+    busy = lambda task: student_session(task, [0.0] * 9 + [3.0])  # noqa: E731
+    quiet = lambda task: student_session(task, QUIET)  # noqa: E731
+    result, taken = time_student(monkeypatch, [busy, quiet])
+    assert taken == 2
+    assert result.verdict == Verdict.CORRECT and "timed 2 times" in result.message
+    assert all(p.timing.waits_ms == QUIET for p in result.performance)
+
+
+def test_a_disturbed_timing_with_a_wrong_output_is_not_taken_again_and_stays_wrong(monkeypatch):
+    wrong = lambda task: student_session(task, [5.0] * 10, wrong=True)  # noqa: E731
+    result, taken = time_student(monkeypatch, [wrong, wrong, wrong])
+    assert taken == 1
+    assert result.verdict == Verdict.INCORRECT and result.score == 0.0
+
+
+def test_a_student_timing_disturbed_every_time_is_not_graded_and_says_the_machine_is_too_busy(monkeypatch):
+    busy = lambda task: student_session(task, [5.0] * 10)  # noqa: E731
+    with pytest.raises(build.KitError, match="too busy to time conv1d"):
+        time_student(monkeypatch, [busy] * (performance.RETIMES + 1))
