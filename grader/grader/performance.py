@@ -25,9 +25,11 @@ CPU_WAIT_SHARE = 0.01
 many busy processes as cores, an H200's empty call read 7.6 ms in place of 0.3 and, taken off every
 student's times, left 11 of a class's 13 correct conv1d entries with no time at all (invalid measurements)."""
 RETIMES = 2
-"""Times a student's timing is taken again, after a pause, when one of its runs was disturbed; disturbed
-every time, it is not graded (the machine is too busy), never scored. A student's own threads can disturb
-its runs, so no single run is ever left out: only a whole timing is taken again."""
+"""Times a student's timing is taken again, after a pause, when one of its runs was disturbed by other
+processes; disturbed every time, it is not graded (the machine is too busy), never scored. A run that
+waited while the program's own other threads or processes ran was slowed by the program itself: that
+timing counts as it came, so a program cannot choose which of its timings is kept. For the same reason
+no single run is ever left out: only a whole timing is taken again."""
 RETIME_PAUSE_S = 1.0
 LIBRARY_TRIES = 3
 """Sessions in which the library's routes and the empty call are timed (their disturbed runs left out: no
@@ -40,17 +42,30 @@ def disturbed(times_ms: list, waits_ms: list) -> list:
             for t, w in zip(times_ms, list(waits_ms) + [None] * (len(times_ms) - len(waits_ms)))]
 
 
-def _disturbed_runs(s: judged.Session) -> int:
-    """How many of the student's timed runs in session `s` were disturbed."""
-    return sum(sum(disturbed(r.get("times_ms") or [], r.get("wait_ms") or []))
-               for r in s.records if r.get("event") == "timed")
+OWN_SHARE = 0.5
+"""A disturbed run was slowed by the program itself when its other threads and processes used at least this
+share of the wait in CPU meanwhile (a thread of its own spinning on its CPU uses all of it; the CUDA
+runtime's own threads next to nothing). Never less: an honest program must not lose its retry."""
+
+
+def _disturbed_runs(s: judged.Session) -> tuple:
+    """(runs disturbed, of those the ones the program's own other threads or processes ran during) of
+    the student's timed runs in session `s`."""
+    total = own = 0
+    for r in (r for r in s.records if r.get("event") == "timed"):
+        waits, others = list(r.get("wait_ms") or []), list(r.get("others_cpu_ms") or [])
+        for i, bad in enumerate(disturbed(r.get("times_ms") or [], waits)):
+            total += bad
+            own += bad and i < len(others) and others[i] >= max(CPU_WAIT_MS, OWN_SHARE * waits[i])
+    return total, own
 
 
 def _retime(s: judged.Session, ncases: int) -> bool:
-    """Whether a finished timing, every output of it right, had a disturbed run."""
+    """Whether a finished timing, every output of it right, was disturbed by other processes alone."""
     finished = sum(1 for r in s.records if r.get("event") == "checked") == ncases
     wrong = any(r.get("event") == "check" and not r.get("pass") for r in s.records)
-    return finished and not wrong and not s.timed_out and not s.ended_early() and _disturbed_runs(s) > 0
+    total, own = _disturbed_runs(s)
+    return finished and not wrong and not s.timed_out and not s.ended_early() and total > 0 and not own
 
 
 def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
@@ -67,8 +82,8 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
         if attempt == RETIMES:
             raise build.KitError(
                 f"the machine is too busy to time {task.name}: in each of {RETIMES + 1} timings, other processes "
-                f"took the CPU from the judge or the program ({_disturbed_runs(s)} runs of the last one); grade "
-                f"again when it is idle (where other submissions time well, this one's own threads may be the cause)")
+                f"took the CPU from the judge or the program ({_disturbed_runs(s)[0]} runs of the last one); grade "
+                f"again when it is idle")
         time.sleep(RETIME_PAUSE_S)
     for graded in task.graded:
         perf = score_one(task, work, gpu, graded, s, result, gpus, all_routes, baselines)
@@ -83,6 +98,10 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
         for p in result.performance)
     if attempt:
         result.message += f" (timed {attempt + 1} times: other processes took the CPU from the earlier timings)"
+    own = _disturbed_runs(s)[1]
+    if own:
+        result.message += (f" ({own} timed runs waited for a CPU that the program's own threads were using: "
+                           f"they count as they came)")
 
 
 def graded_line(graded) -> str:
@@ -130,7 +149,8 @@ def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, r
     baseline = task.data["performance"].get("baseline", "")
     routes, overhead_ms = (baselines or library_times)(task, work, gpu.arch, graded_line(graded) + "\n", g.id,
                                                         graded.warmup, gpus, routes_timed(task, all_routes))
-    timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup, list(timed.get("wait_ms") or []))
+    timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup, list(timed.get("wait_ms") or []),
+                    list(timed.get("others_cpu_ms") or []))
     rate = work_units / (timing.median_ms / 1e3)
     nbytes = task.bytes(g.params, returned)
     perf = Performance(g.id, g.params, task.metric, timing, rate,

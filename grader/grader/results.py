@@ -50,6 +50,10 @@ class Timing:
     waits_ms: list = field(default_factory=list)
     """For each timed run, the milliseconds the judge's thread and the one serving it spent waiting for a
     CPU while other processes had it (-1: the system does not say). Near zero on an idle machine."""
+    others_cpu_ms: list = field(default_factory=list)
+    """For each of the student's timed runs, the milliseconds of CPU its program's other threads and
+    processes used meanwhile (-1: the system does not say): a run that waited while they ran was slowed by
+    the program itself."""
 
     @property
     def median_ms(self) -> float:

@@ -59,12 +59,12 @@ def test_a_library_timed_while_the_machine_stays_busy_is_a_kit_error_that_says_s
     assert len(sessions) == performance.LIBRARY_TRIES
 
 
-def student_session(task, waits, wrong=False):
+def student_session(task, waits, wrong=False, others=QUIET):
     records = [{"event": "ready"}]
     for g in task.graded:
         c = g.case.id
         records += [{"event": "start", "case": c}, {"event": "timed", "case": c, "times_ms": [1.0] * 10,
-                                                     "wait_ms": waits},
+                                                     "wait_ms": waits, "others_cpu_ms": others},
                     {"event": "check", "case": c, "run": 0, "array": "P", "pass": not wrong, "compared": 10,
                      "rel_error": 0.5 if wrong else 0.0, "worst_index": 3, "worst_got": 1.0, "worst_want": 2.0},
                     {"event": "checked", "case": c}]
@@ -108,3 +108,23 @@ def test_a_student_timing_disturbed_every_time_is_not_graded_and_says_the_machin
     busy = lambda task: student_session(task, [5.0] * 10)  # noqa: E731
     with pytest.raises(build.KitError, match="too busy to time conv1d"):
         time_student(monkeypatch, [busy] * (performance.RETIMES + 1))
+
+
+def test_a_timing_slowed_by_the_program_s_own_threads_is_not_taken_again_and_counts_as_it_came(monkeypatch):
+    """A program that makes its own runs wait (a thread of its own spinning on its CPU) in a timing it
+    finds slow must not get another: it would choose which of its timings is kept."""
+    own = lambda task: student_session(task, [0.0] * 9 + [3.0], others=[0.0] * 9 + [2.5])  # noqa: E731
+    quiet = lambda task: student_session(task, QUIET)  # noqa: E731
+    result, taken = time_student(monkeypatch, [own, quiet])
+    assert taken == 1
+    assert result.verdict == Verdict.CORRECT and "the program's own threads" in result.message
+    assert all(p.timing.others_cpu_ms == [0.0] * 9 + [2.5] for p in result.performance)
+
+
+def test_a_timing_disturbed_from_outside_is_taken_again_though_the_cuda_runtime_s_threads_ran_a_little(monkeypatch):
+    """An H200 beside twice as many busy processes as cores: conv1d's reference waited 15 ms in a run while
+    its other threads (the CUDA runtime's) ran a fraction of a millisecond. That is no self-made wait."""
+    outside = lambda task: student_session(task, [0.0] * 9 + [15.0], others=[0.0] * 9 + [0.3])  # noqa: E731
+    quiet = lambda task: student_session(task, QUIET)  # noqa: E731
+    result, taken = time_student(monkeypatch, [outside, quiet])
+    assert taken == 2 and "own threads" not in result.message

@@ -265,9 +265,9 @@ void note_device_in_use(int device);
 // fresh inputs and leaves the device idle with its L2 cache flushed (untimed; untimed calls get
 // negative i); `body()` returns once the call's work is finished and its outputs are in the caller's
 // hands: the clock covers exactly that. `after(i, last)` runs untimed after each timed run, `last`
-// on the final one. Returns milliseconds per timed run. Where `waits` is given, `waited()` is read
-// just before and after each timed run (outside the clock) and the difference kept there: the
-// milliseconds the processes the clock depends on spent waiting for a CPU during that run.
+// on the final one. Returns milliseconds per timed run. `around(i, false)` and `around(i, true)` run
+// just before the clock starts and just after it stops (the judge reads there which processes
+// waited for a CPU during the run).
 //
 // Slow calls get fewer runs: once the timed calls add up to `budget_ms` and kMinTimedRuns are done,
 // the timing stops. Why: a kernel 50x slower than it should be (an atomic per point in jacobi, 5 s
@@ -301,13 +301,12 @@ inline int burst_size(int runs, int bursts = kTimedBursts) { return (runs + burs
 struct NoGapWork {
     void operator()(int, double) const {}
 };
-struct NoWaits {
-    double operator()() const { return 0; }
+struct NoAround {
+    void operator()(int, bool) const {}
 };
-template <class Prepare, class Body, class After, class GapWork = NoGapWork, class Waited = NoWaits>
+template <class Prepare, class Body, class After, class GapWork = NoGapWork, class Around = NoAround>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after, int bursts = kTimedBursts,
-                              double budget_ms = kTimedBudgetMs, GapWork gap_work = {}, Waited waited = {},
-                              std::vector<double>* waits = nullptr);
+                              double budget_ms = kTimedBudgetMs, GapWork gap_work = {}, Around around = {});
 void pause_ms(double ms);
 
 double now_ms();
@@ -339,9 +338,9 @@ private:
 void require_gpu();
 
 // ---------------------------------------------------------------------------------------------
-template <class Prepare, class Body, class After, class GapWork, class Waited>
+template <class Prepare, class Body, class After, class GapWork, class Around>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after, int bursts,
-                              double budget_ms, GapWork gap_work, Waited waited, std::vector<double>* waits) {
+                              double budget_ms, GapWork gap_work, Around around) {
     int untimed_calls = 0;   // untimed calls get prepare(-1), prepare(-2), ...: their own inputs
     auto untimed = [&] {
         prepare(-1 - untimed_calls++);
@@ -365,11 +364,11 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
             burst_start = now_ms();
         }
         prepare(i);
-        const double w0 = waits ? waited() : 0;
+        around(i, false);
         double t0 = now_ms();
         body();
         double t1 = now_ms();
-        if (waits) waits->push_back(waited() - w0);
+        around(i, true);
         ms.push_back(t1 - t0);
         timed_ms += t1 - t0;
         const bool last = i == runs - 1 || (i + 1 >= kMinTimedRuns && timed_ms >= budget_ms);

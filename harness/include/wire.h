@@ -102,6 +102,11 @@ inline void cpu_relax() {
 // system does not say. Read before and after a timed run, it tells a run slowed by other processes
 // from one that had the CPU throughout.
 double cpu_wait_ms(int pid);
+// Milliseconds of CPU that process `pid`'s threads and processes other than its first thread (the
+// one serving the judge) have used: from its cgroup where the grader made one for it alone (ended
+// threads and children included), else its other threads now alive. NaN where the system does not
+// say. A run that waited while these ran was slowed by the program itself.
+double others_cpu_ms(int pid);
 
 // The shared libraries mapped into process `pid`, as paths (from /proc/PID/maps); `ok` false when
 // the map could not be read.

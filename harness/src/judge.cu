@@ -196,21 +196,32 @@ private:
         };
         // The empty call is taken at its least, which needs no bursts: back to back it costs
         // milliseconds, in bursts as long as the case's own timed runs.
-        // The CPU waits of the two threads the round trip depends on: the judge's (this one) and the
-        // one that answered the hello (the runner's, or the checker's serving the library).
-        auto waited = [&] { return wire::cpu_wait_ms(0) + wire::cpu_wait_ms(runner_pid_); };
-        std::vector<double> waits;
+        // Per run: how long the two threads the round trip depends on waited for a CPU (the judge's,
+        // this one, and the one that said hello: the runner's, or the checker's serving the library),
+        // and how much CPU the rest of that process and what it started used meanwhile (a program that
+        // slows its own timing). -1: the system does not say.
+        std::vector<double> waits, others;
+        double wait0 = 0, others0 = 0;
+        auto around = [&](int, bool after_run) {
+            const double w = wire::cpu_wait_ms(0) + wire::cpu_wait_ms(runner_pid_);
+            const double o = o_.baseline ? 0 : wire::others_cpu_ms(runner_pid_);
+            if (!after_run) {
+                wait0 = w, others0 = o;
+                return;
+            }
+            waits.push_back(std::isfinite(w - wait0) ? w - wait0 : -1);
+            others.push_back(std::isfinite(o - others0) ? std::max(0.0, o - others0) : -1);
+        };
         std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after, route < 0 ? 1 : kTimedBursts,
-                                           kTimedBudgetMs, in_gap, waited, &waits);
-        for (double& w : waits)
-            if (!std::isfinite(w)) w = -1;  // the system does not say
+                                           kTimedBudgetMs, in_gap, around);
         if (o_.baseline) {
             out_.begin().field("event", route < 0 ? "overhead" : "baseline").field("case", c.id)
                 .field("library", route < 0 ? "empty call" : p_.libraries()[route]).field("times_ms", ms)
                 .field("wait_ms", waits).end();
             return;
         }
-        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).field("wait_ms", waits).end();
+        out_.begin().field("event", "timed").field("case", c.id).field("times_ms", ms).field("wait_ms", waits)
+            .field("others_cpu_ms", others).end();
         const int done = (int)ms.size();  // fewer than c.runs where the calls were slow (time_runs)
         pending_.push_back([this, &c, run = done - 1, seed = seeds[done - 1], o = std::move(last)] {
             check_outputs(p_, c, run, seed, o, out_);  // the probe's truth, whole
