@@ -26,6 +26,10 @@
 // student and of the library alike. (What a runner can still save: a few microseconds of its own
 // launch, with a kernel left resident that polls the inputs; the judge's inputs are complete only
 // once its L2 flush has run, just before its clock starts.)
+// Around each timed run (outside the clock) the judge reads how long its own thread and the runner's
+// waited for a CPU that other processes had, and how much CPU the runner's other threads and
+// processes used meanwhile: the grader tells a run slowed by a busy machine from one the program
+// slowed itself (performance.py).
 // Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
 // Where one of the judge's own allocations finds the GPU's memory gone (a runner that took it and
 // keeps it), the session ends with an "out_of_memory" record: the runner's verdict, not a kit error.
@@ -194,8 +198,6 @@ private:
             check_pending(until_ms);
             if (pending_.size() != before) out_.begin().field("event", "resumed").field("case", c.id).end();
         };
-        // The empty call is taken at its least, which needs no bursts: back to back it costs
-        // milliseconds, in bursts as long as the case's own timed runs.
         // Per run: how long the two threads the round trip depends on waited for a CPU (the judge's,
         // this one, and the one that said hello: the runner's, or the checker's serving the library),
         // and how much CPU the rest of that process and what it started used meanwhile (a program that
@@ -212,6 +214,8 @@ private:
             waits.push_back(std::isfinite(w - wait0) ? w - wait0 : -1);
             others.push_back(std::isfinite(o - others0) ? std::max(0.0, o - others0) : -1);
         };
+        // The empty call is taken at its least, which needs no bursts: back to back it costs
+        // milliseconds, in bursts as long as the case's own timed runs.
         std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after, route < 0 ? 1 : kTimedBursts,
                                            kTimedBudgetMs, in_gap, around);
         if (o_.baseline) {
