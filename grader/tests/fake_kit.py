@@ -131,9 +131,14 @@ def read_gradebook(out: Path) -> list:
 
 
 if __name__ == "__main__":
+    import shutil
     import tempfile
     from grader import cli
     folder = Path(tempfile.mkdtemp(prefix="kit-fake-"))
-    for (obj, name), value in patches(folder, {"gpu": [], "build": []}).items():
-        setattr(obj, name, value)
-    sys.exit(cli.main(sys.argv[1:]))
+    try:
+        for (obj, name), value in patches(folder, {"gpu": [], "build": []}).items():
+            setattr(obj, name, value)
+        code = cli.main(sys.argv[1:])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the fake checker's folder: one per run, never left in /tmp
+    sys.exit(code)
