@@ -30,6 +30,10 @@ processes; disturbed every time, it is not graded (the machine is too busy), nev
 waited while the program's own other threads or processes ran was slowed by the program itself: that
 timing counts as it came, so a program cannot choose which of its timings is kept. For the same reason
 no single run is ever left out: only a whole timing is taken again."""
+OWN_SHARE = 0.5
+"""A disturbed run was slowed by the program itself when its other threads and processes used at least this
+share of the wait in CPU meanwhile (a thread of its own spinning on its CPU uses all of it; the CUDA
+runtime's own threads next to nothing). Never less: an honest program must not lose its retry."""
 RETIME_PAUSE_S = 1.0
 LIBRARY_TRIES = 3
 """Sessions in which the library's routes and the empty call are timed (their disturbed runs left out: no
@@ -40,12 +44,6 @@ def disturbed(times_ms: list, waits_ms: list) -> list:
     """For each run, whether it waited for a CPU long enough to change its time (CPU_WAIT_MS, CPU_WAIT_SHARE)."""
     return [w is not None and w > max(CPU_WAIT_MS, CPU_WAIT_SHARE * t)
             for t, w in zip(times_ms, list(waits_ms) + [None] * (len(times_ms) - len(waits_ms)))]
-
-
-OWN_SHARE = 0.5
-"""A disturbed run was slowed by the program itself when its other threads and processes used at least this
-share of the wait in CPU meanwhile (a thread of its own spinning on its CPU uses all of it; the CUDA
-runtime's own threads next to nothing). Never less: an honest program must not lose its retry."""
 
 
 def _disturbed_runs(s: judged.Session) -> tuple:
