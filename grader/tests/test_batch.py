@@ -288,6 +288,24 @@ def test_a_second_run_regrades_nothing_and_regrade_redoes_only_the_student_named
     assert {r["student"]: r for r in read_gradebook(out)}["alice"]["trmm"] == "0"
 
 
+def test_a_timing_the_machine_was_too_busy_for_is_not_graded_in_the_kit_s_words_and_the_next_run_grades_it(
+        fake_kit, tmp_path, monkeypatch):
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    real = grade.timing_stages
+    busy = "the machine is too busy to time trmm: in each of 3 timings, other processes took the CPU"
+
+    def too_busy(task, work, gpu, opts, result):
+        raise build.KitError(busy)
+    monkeypatch.setattr(grade, "timing_stages", too_busy)
+    assert batch.main(args(subs, out)) == 2
+    errors = json.loads((out / "state.json").read_text())["errors"]
+    assert errors["alice/trmm"]["message"] == busy  # no "KitError:" before it: the TA reads it as it is
+    assert {r["student"]: r for r in read_gradebook(out)}["alice"]["trmm"] == ""
+    monkeypatch.setattr(grade, "timing_stages", real)
+    assert batch.main(args(subs, out)) == 0
+    assert {r["student"]: r for r in read_gradebook(out)}["alice"]["trmm"] != ""
+
+
 def test_an_interrupted_batch_keeps_what_finished_and_resumes_with_the_rest(fake_kit, tmp_path, monkeypatch):
     subs, out = make_class(tmp_path), tmp_path / "out"
     real = grade.timing_stages

@@ -337,6 +337,8 @@ class Batch(State, Outputs, Progress):
             else:
                 raise tasks.TaskError(f"the GPU stopped working during the batch ({e}); run the same command "
                                       f"again to go on") from None
+        except build.KitError as e:  # the kit's own words ("the machine is too busy to time trmm: ...")
+            job.error = str(e)
         except Exception as e:  # noqa: BLE001
             job.error = f"the GPU stages failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0
