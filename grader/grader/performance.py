@@ -58,12 +58,11 @@ def _disturbed_runs(s: judged.Session) -> tuple:
     return total, own
 
 
-def _retime(s: judged.Session, ncases: int) -> bool:
-    """Whether a finished timing, every output of it right, was disturbed by other processes alone."""
+def _finished_right(s: judged.Session, ncases: int) -> bool:
+    """Whether a timing ran to its end with every output right (only such a timing is ever taken again)."""
     finished = sum(1 for r in s.records if r.get("event") == "checked") == ncases
     wrong = any(r.get("event") == "check" and not r.get("pass") for r in s.records)
-    total, own = _disturbed_runs(s)
-    return finished and not wrong and not s.timed_out and not s.ended_early() and total > 0 and not own
+    return finished and not wrong and not s.timed_out and not s.ended_early()
 
 
 def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], result: GradeResult,
@@ -75,12 +74,13 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
     limit = task.timeouts["timed"]
     for attempt in range(RETIMES + 1):
         s = judged.session(task, work, gpu.arch, plan, "timed", limit, len(task.graded), secret, gpus)
-        if not _retime(s, len(task.graded)):
+        disturbed_runs, own = _disturbed_runs(s)
+        if not disturbed_runs or own or not _finished_right(s, len(task.graded)):
             break
         if attempt == RETIMES:
             raise build.KitError(
                 f"the machine is too busy to time {task.name}: in each of {RETIMES + 1} timings, other processes "
-                f"took the CPU from the judge or the program ({_disturbed_runs(s)[0]} runs of the last one); grade "
+                f"took the CPU from the judge or the program ({disturbed_runs} runs of the last one); grade "
                 f"again when it is idle")
         time.sleep(RETIME_PAUSE_S)
     for graded in task.graded:
@@ -96,7 +96,6 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
         for p in result.performance)
     if attempt:
         result.message += f" (timed {attempt + 1} times: other processes took the CPU from the earlier timings)"
-    own = _disturbed_runs(s)[1]
     if own:
         result.message += (f" ({own} timed runs waited for a CPU that the program's own threads were using: "
                            f"they count as they came)")

@@ -15,6 +15,18 @@ from grader import tasks
 from grader.grade import grade
 from grader.results import Verdict
 
+HEAVY_COMPILE = Path(__file__).parent / "fixtures" / "heavy_compile.inc"
+"""Appended to a kernel.cu: seconds of one core to compile, the program unchanged."""
+
+
+def reference_or_skip(name) -> Path:
+    """reference/<name>/kernel.cu, or a skip where the kit came without its hidden references."""
+    ref = gpu_corpus.reference(name)
+    if not ref.is_file():
+        pytest.skip(f"needs the hidden reference of {name} (reference/{name}/kernel.cu)")
+    return ref
+
+
 def load_or_skip(name, gpu):
     """The task, or a skip naming why this machine cannot grade it (jacobi_2gpu on one GPU)."""
     task = tasks.load(name)
@@ -79,11 +91,9 @@ def test_a_compile_that_holds_a_core_cannot_slow_the_library_or_the_empty_call_t
     measurement, and it would make a slower kernel look faster (16 cores: 0.3 ms, the overlap harmless).
     Here reduce's reference, with a compile of some seconds appended, is graded on two cores: it gets
     full marks, and the library was timed after the student, not beside the compile."""
-    ref = gpu_corpus.reference("reduce")
-    if not ref.is_file():
-        pytest.skip("needs the hidden reference of reduce (reference/reduce/kernel.cu)")
+    ref = reference_or_skip("reduce")
     src, record = tmp_path / "kernel.cu", tmp_path / "reduce.json"
-    src.write_text(ref.read_text() + (Path(__file__).parent / "fixtures" / "heavy_compile.inc").read_text())
+    src.write_text(ref.read_text() + HEAVY_COMPILE.read_text())
     two = sorted(os.sched_getaffinity(0))[:2]
     cmd, env = gpu_corpus.grader_command("grade", "reduce", "--submission", str(src), "--json", str(record))
     r = subprocess.run(cmd, cwd=tasks.ROOT, env=env, capture_output=True, text=True, timeout=600,
@@ -100,13 +110,11 @@ def test_a_class_of_heavy_compiles_takes_no_cpu_from_the_timing_beside_them(loca
     timed while they build. At the normal priority the compilers took the CPU from its judge and runner
     in each of its three timings ("too busy to time": not graded); at the idle priority they take none
     (the batch's own threads may still cost it a second timing), and it gets full marks."""
-    ref = gpu_corpus.reference("conv1d")
-    if not ref.is_file():
-        pytest.skip("needs the hidden reference of conv1d (reference/conv1d/kernel.cu)")
+    ref = reference_or_skip("conv1d")
     subs, out = tmp_path / "class", tmp_path / "out"
     (subs / "a-reference" / "conv1d").mkdir(parents=True)
     (subs / "a-reference" / "conv1d" / "kernel.cu").write_text(ref.read_text())
-    heavy = gpu_corpus.skeleton("conv1d").read_text() + (Path(__file__).parent / "fixtures" / "heavy_compile.inc").read_text()
+    heavy = gpu_corpus.skeleton("conv1d").read_text() + HEAVY_COMPILE.read_text()
     for i in range(2 * len(os.sched_getaffinity(0))):  # incorrect at once: built, never timed
         (subs / f"b-heavy{i:02d}" / "conv1d").mkdir(parents=True)
         (subs / f"b-heavy{i:02d}" / "conv1d" / "kernel.cu").write_text(heavy)
@@ -118,6 +126,7 @@ def test_a_class_of_heavy_compiles_takes_no_cpu_from_the_timing_beside_them(loca
     rec = json.loads((out / "records" / "a-reference" / "conv1d.json").read_text())
     assert (rec["verdict"], rec["score"]) == ("correct", tasks.load("conv1d").max_score), log
 
+
 def test_a_grading_beside_twice_as_many_busy_processes_as_cores_gives_full_marks_or_says_the_machine_is_busy(
         local_gpu, tmp_path):
     """With twice as many spinning processes as cores beside a class, an H200's empty call (taken off
@@ -127,9 +136,7 @@ def test_a_grading_beside_twice_as_many_busy_processes_as_cores_gives_full_marks
     how long its thread and the runner's waited for a CPU in each run: the library's disturbed runs
     are left out, a disturbed student timing is taken again, and a machine that stays too busy is
     said to be, never turned into a score. conv1d's reference, graded beside such a load."""
-    ref = gpu_corpus.reference("conv1d")
-    if not ref.is_file():
-        pytest.skip("needs the hidden reference of conv1d (reference/conv1d/kernel.cu)")
+    ref = reference_or_skip("conv1d")
     record = tmp_path / "conv1d.json"
     cmd, env = gpu_corpus.grader_command("grade", "conv1d", "--submission", str(ref), "--json", str(record))
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])

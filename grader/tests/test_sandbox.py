@@ -1,5 +1,6 @@
 """sandbox.py: untrusted programs are stopped in time, with everything they started, and only the
 tail of what they print is read back."""
+import contextlib
 import os
 import shutil
 import signal
@@ -182,10 +183,7 @@ def test_a_batch_s_build_runs_at_the_idle_cpu_priority_and_everything_else_at_th
     wants one (test_gpu_grading's class of heavy compiles shows what that keeps from a timing). A build
     on its own, or retried alone, keeps the normal priority: a machine busy with other work would starve
     it past its time limit."""
-    cmd = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
-    if idle:
-        with sandbox.idle_builds():
-            r = sandbox.run(cmd, tmp_path, tmp_path / "log", timeout=30, view=view)
-    else:
-        r = sandbox.run(cmd, tmp_path, tmp_path / "log", timeout=30, view=view)
+    with sandbox.idle_builds() if idle else contextlib.nullcontext():
+        r = sandbox.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"], tmp_path,
+                        tmp_path / "log", timeout=30, view=view)
     assert r.returncode == 0 and int(r.output.split()[-1]) == getattr(os, policy), r.output

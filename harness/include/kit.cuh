@@ -254,9 +254,9 @@ DeviceFault settle();
 // settle() for the kit's own GPU work: an error there is the kit's, thrown as "`who` failed: ...".
 void settle_or_throw(const char* who);
 // What the CUDA driver logged about its latest errors (its own words, e.g. which OS call failed), as
-// one line of at most `limit` characters; "" where it logged nothing. A bare error code such as
-// cudaErrorOperatingSystem says little; this says why.
-std::string driver_log(size_t limit = 300);
+// "; the driver says: ..." (at most `limit` characters of them) to append to an error's text; "" where
+// it logged nothing. A bare error code such as cudaErrorOperatingSystem says little; this says why.
+std::string driver_says(size_t limit = 300);
 // How many GPUs (0..k-1) the arrays allocated so far live on.
 int devices_in_use();
 void note_device_in_use(int device);

@@ -297,14 +297,11 @@ DeviceFault settle() {
 }
 
 void settle_or_throw(const char* who) {
-    if (DeviceFault f = settle()) {
-        std::string log = driver_log();
-        throw std::runtime_error(std::string(who) + " failed: " + cudaGetErrorString(f.err) +
-                                 (log.empty() ? "" : "; the driver says: " + log));
-    }
+    if (DeviceFault f = settle())
+        throw std::runtime_error(std::string(who) + " failed: " + cudaGetErrorString(f.err) + driver_says());
 }
 
-std::string driver_log(size_t limit) {
+std::string driver_says(size_t limit) {
     static char buf[25600 + 1];  // the driver keeps at most 25,600 bytes of messages
     size_t size = sizeof buf;
     if (cudaLogsDumpToMemory(nullptr, buf, &size, 0) != cudaSuccess || size == 0) return "";
@@ -317,7 +314,8 @@ std::string driver_log(size_t limit) {
         std::string text = end == std::string::npos ? line : line.substr(end + 2);
         if (!text.empty() && text.rfind("Returning ", 0) != 0) out = out.empty() ? text : out + "; " + text;
     }
-    return out.size() > limit ? "..." + out.substr(out.size() - limit) : out;
+    if (out.empty()) return "";
+    return "; the driver says: " + (out.size() > limit ? "..." + out.substr(out.size() - limit) : out);
 }
 
 // --------------------------------------------------------------------------------------------

@@ -35,9 +35,8 @@ int alone(const std::string& plan) {
         p.run_submission(c, dev);
         nvtxRangePop();
         if (DeviceFault f = settle()) {
-            std::string log = driver_log();
-            std::fprintf(stderr, "runner: case %s: %s%s%s\n", c.id.c_str(), cudaGetErrorString(f.err),
-                         log.empty() ? "" : "; the driver says: ", log.c_str());
+            std::fprintf(stderr, "runner: case %s: %s%s\n", c.id.c_str(), cudaGetErrorString(f.err),
+                         driver_says().c_str());
             return is_launch_fault(f) ? kExitLaunchError : kExitRuntimeError;
         }
     }

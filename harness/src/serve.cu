@@ -45,9 +45,8 @@ std::vector<size_t> parse_sizes(const std::string& line) {
 [[noreturn]] void report_fault(wire::Channel& ch, DeviceFault f) {
     bool launch = is_launch_fault(f);
     try {
-        std::string log = driver_log();
         ch.send(Kind::fault, std::string(launch ? "launch " : "runtime ") + cudaGetErrorName(f.err) + " " +
-                                 cudaGetErrorString(f.err) + (log.empty() ? "" : "; the driver says: " + log));
+                                 cudaGetErrorString(f.err) + driver_says());
     } catch (const wire::ProtocolError&) {
     }
     std::exit(launch ? kExitLaunchError : kExitRuntimeError);

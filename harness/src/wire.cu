@@ -184,12 +184,11 @@ uint64_t random64() {
 
 namespace {
 
-// The whole of /proc/PID/`name`, or false. A process can end between the open and the read (the read
-// then fails with ESRCH): that is an answer, never an exception.
-bool read_proc(int pid, const char* name, std::string& out) {
+// The whole of file `path`, or false. A process can end between the open and the read of its /proc
+// files (the read then fails with ESRCH): that is an answer, never an exception.
+bool read_file(const std::string& path, std::string& out) {
     out.clear();
-    const std::string who = pid == 0 ? "thread-self" : std::to_string(pid);
-    int fd = open(("/proc/" + who + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     char buf[65536];
     ssize_t n;
@@ -202,9 +201,10 @@ bool read_proc(int pid, const char* name, std::string& out) {
     return n == 0;
 }
 
-}  // namespace
-
-namespace {
+// /proc/PID/`name` (PID 0: the calling thread).
+bool read_proc(int pid, const char* name, std::string& out) {
+    return read_file("/proc/" + (pid == 0 ? std::string("thread-self") : std::to_string(pid)) + "/" + name, out);
+}
 
 // "time on the CPU (ns) time waiting on a run queue (ns) timeslices" of /proc/PID/`name`, in ms.
 bool schedstat(int pid, const std::string& name, double& on_cpu_ms, double& waited_ms) {
@@ -244,15 +244,10 @@ double others_cpu_ms(int pid) {
     if (!it->second.empty()) {
         // The group's time and the first thread's are charged at the same moments, so the difference
         // is exactly what the rest of the group ran, threads and processes that have ended included.
-        int fd = open(it->second.c_str(), O_RDONLY | O_CLOEXEC);
-        char buf[512];
-        ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-        if (fd >= 0) close(fd);
+        std::string stat;
         unsigned long long usec = 0;
-        if (n > 0) {
-            buf[n] = 0;
-            if (std::sscanf(buf, "usage_usec %llu", &usec) == 1) return usec / 1e3 - first;
-        }
+        if (read_file(it->second, stat) && std::sscanf(stat.c_str(), "usage_usec %llu", &usec) == 1)
+            return usec / 1e3 - first;
     }
     // No group of its own: its other threads that are still there.
     double sum = 0;
