@@ -12,10 +12,21 @@ cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null 2>&1 || { echo "test: nvcc not found: install the CUDA Toolkit and put its bin/ on PATH" >&2; exit 2; }
 
 # install PACKAGE COMMAND_OR_FILE: Debian's PACKAGE, when COMMAND_OR_FILE is missing and this runs as root.
+# apt-get's sources are refreshed at most once a run; once they could not be reached (no network),
+# the packages after are not tried: each try would wait seconds for the same answer.
+apt_sources=""  # "fresh" once apt-get update worked, "unreachable" once it failed
 install() {
-    if ! command -v "$2" >/dev/null 2>&1 && [ ! -f "$2" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    if ! command -v "$2" >/dev/null 2>&1 && [ ! -f "$2" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
+            && [ "$apt_sources" != unreachable ]; then
         echo "test: installing Debian's $1"
-        (apt-get install -y -q "$1" >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "$1" >/dev/null 2>&1; }) || true
+        if ! apt-get install -y -q "$1" >/dev/null 2>&1 && [ -z "$apt_sources" ]; then
+            if apt-get update -q >/dev/null 2>&1; then
+                apt_sources=fresh
+                apt-get install -y -q "$1" >/dev/null 2>&1 || true
+            else
+                apt_sources=unreachable
+            fi
+        fi
     fi
     command -v "$2" >/dev/null 2>&1 || [ -f "$2" ]
 }

@@ -82,3 +82,26 @@ def test_a_wheel_folder_without_one_extra_installs_the_others_and_names_only_the
     assert "stand-in pytest ran: grader/tests slides_examples/tests" in r.stdout
     assert ("SKIPPED: the tests that need copydetect: not installed and not installable here "
             "(no network, no wheels in wheels/)") in r.stdout
+
+
+def test_without_network_apt_get_is_asked_once_not_once_per_missing_package(tmp_path):
+    """Each apt-get that cannot reach its sources waits seconds for its answer: on a GPU machine
+    without network, asking again for chromium, poppler-utils and Slurm cost 21 s of `make test`.
+    Once `apt-get update` has failed, the packages after are reported as missing without a try."""
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("tools/test.sh installs packages only as root")
+    kit, env = _kit(tmp_path, with_wheels=True)
+    log = tmp_path / "apt.log"
+    (tmp_path / "bin" / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexit 1\n')
+    system = tmp_path / "system"  # the few tools the script uses, without chromium, bwrap, pdftotext or Slurm
+    system.mkdir()
+    for tool in ("sh", "dirname", "id", "sed", "nproc", "cat", "env", "mkdir", "rm"):
+        (system / tool).symlink_to(shutil.which(tool))
+    env["PATH"] = f"{tmp_path / 'bin'}:{system}"
+    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    asked = log.read_text().splitlines()
+    assert [a.split()[0] for a in asked] == ["install", "update"], asked
+    for package in ("chromium", "bubblewrap", "poppler-utils", "slurm-wlm"):
+        assert f"is not installed and could not be installed here (apt-get install {package})" in r.stdout, r.stdout
