@@ -55,6 +55,9 @@ def main(argv=None) -> int:
     b.add_argument("--regrade", nargs="+", metavar="STUDENT", help="grade these students again")
     b.add_argument("--regrade-all", action="store_true", help="grade everything again")
     b.add_argument("--timed-runs", type=int, help="timed runs per graded case (at least 10) instead of the task's")
+    b.add_argument("--burst-gap-ms", type=float, metavar="MS", help="milliseconds between the five bursts of timed "
+                   "runs (default 400: the GPU's drift averaged over 1.6 s per timed case); shorter grades faster, "
+                   "with less steady rates (a dry run; the kit's own tests)")
     b.add_argument("--no-reference", action="store_true", help="do not time the reference solution for the plots")
     b.add_argument("--no-isolation", action="store_true", help="run student code WITHOUT the jail, as you, with your "
                                                                 "files and network (debugging the kit only)")

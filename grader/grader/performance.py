@@ -104,7 +104,9 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
 def graded_line(graded) -> str:
     """The plan line of a graded case, for the student's timing and the library's alike."""
     g = graded.case
-    return protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params, warmup=graded.warmup, runs=graded.runs)
+    gap = {} if graded.gap_ms is None else {"gap_ms": f"{graded.gap_ms:g}"}
+    return protocol.plan_line("timed", g.id, g.seed, g.tol, g.reference, g.params, warmup=graded.warmup,
+                              runs=graded.runs, **gap)
 
 
 def routes_timed(task: Task, all_routes: bool) -> Optional[str]:

@@ -7,6 +7,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 """The kit's top folder (the one with the Makefile)."""
@@ -56,6 +57,9 @@ class Graded:
     """Untimed calls first."""
     runs: int
     """Timed calls, at least 10: the median is scored."""
+    gap_ms: Optional[float] = None
+    """Milliseconds between the starts of its bursts of timed runs (None: the judge's 400; a batch's
+    --burst-gap-ms)."""
 
 
 @dataclass

@@ -752,6 +752,35 @@ def test_a_check_that_faults_beside_another_submissions_is_run_again_alone_befor
     assert [w for k, w in stages.spans if k == "check"].count("wrong") == 1
 
 
+def test_a_batch_s_burst_gap_reaches_every_timed_plan_the_library_s_too_and_each_record_says_it(fake_kit, tmp_path,
+                                                                                                 monkeypatch):
+    from grader import judged
+    plans, real = [], judged.run
+    monkeypatch.setattr(judged, "run", lambda checker, plan, *a, **k: plans.append(plan) or real(checker, plan, *a, **k))
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("amy", "ben"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out, ("burst_gap_ms", 50.0))) == 0
+    timed = [line for plan in plans for line in plan.splitlines() if line.startswith("timed ")]
+    assert len(timed) >= 3  # the library's and each student's
+    assert all(" gap_ms=50 " in f" {line} " for line in timed), timed
+    for who in ("amy", "ben"):
+        rec = json.loads((out / "records" / who / "trmm.json").read_text())
+        assert rec["verdict"] == "correct" and rec["batch"]["burst_gap_ms"] == 50.0
+    # Without the option the plans say nothing: the judge's own 400 ms.
+    plans.clear()
+    assert batch.main(args(subs, tmp_path / "out2")) == 0
+    assert plans and not any("gap_ms" in plan for plan in plans)
+
+
+@pytest.mark.parametrize("gap", [-1.0, 10001.0, float("nan")])
+def test_a_burst_gap_out_of_range_is_refused_with_the_range(tmp_path, gap):
+    (tmp_path / "class").mkdir()
+    with pytest.raises(tasks.TaskError, match=r"--burst-gap-ms .*: expected 0 to 10000"):
+        batch.main(args(tmp_path / "class", tmp_path / "out", ("burst_gap_ms", gap)))
+
+
 def test_checks_per_gpu_out_of_range_is_refused_with_the_range(tmp_path):
     (tmp_path / "class").mkdir()
     with pytest.raises(tasks.TaskError, match="--checks-per-gpu 0: expected 1"):

@@ -120,7 +120,8 @@ def test_a_class_of_heavy_compiles_takes_no_cpu_from_the_timing_beside_them(loca
         (subs / f"b-heavy{i:02d}" / "conv1d" / "kernel.cu").write_text(heavy)
     jail = [] if shutil.which("bwrap") else ["--no-isolation"]
     cmd, env = gpu_corpus.grader_command("batch", str(subs), "--out", str(out), "--assignments", "conv1d",
-                                         "--no-reference", "--timed-runs", str(gpu_corpus.TIMED_RUNS), *jail)
+                                         "--no-reference", "--timed-runs", str(gpu_corpus.TIMED_RUNS),
+                                         "--burst-gap-ms", str(gpu_corpus.BURST_GAP_MS), *jail)
     r = subprocess.run(cmd, cwd=tasks.ROOT, env=env, capture_output=True, text=True, timeout=600)
     log = r.stdout[-3000:] + r.stderr[-3000:]
     rec = json.loads((out / "records" / "a-reference" / "conv1d.json").read_text())

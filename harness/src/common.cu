@@ -36,8 +36,8 @@ void Problem::fill_custom(const Case&, uint64_t, size_t, Arrays&, bool) const { 
 
 // --------------------------------------------------------------------------------------------
 // Plans. One case per line: `case` or `timed`, then key=value tokens. Reserved keys: id, seed,
-// rtol (the relative error allowed), reference, warmup, runs; every other key is a parameter of
-// the problem (a number: Case::get reads integers, Case::real reals).
+// rtol (the relative error allowed), reference, warmup, runs, gap_ms (between bursts of timed runs);
+// every other key is a parameter of the problem (a number: Case::get reads integers, Case::real reals).
 //   case  id=n17 seed=123 rtol=1e-10 reference=cpu n=17
 //   timed id=graded seed=456 rtol=1e-10 reference=library warmup=2 runs=10 n=4096
 Case parse_case(const std::string& line, const std::string& where) {
@@ -59,6 +59,7 @@ Case parse_case(const std::string& line, const std::string& where) {
             else if (key == "reference") c.reference = value;
             else if (key == "warmup") c.warmup = std::stoi(value);
             else if (key == "runs") c.runs = std::stoi(value);
+            else if (key == "gap_ms") c.gap_ms = std::stod(value);
             else c.params[key] = std::stod(value);
         } catch (const std::logic_error&) {
             throw std::runtime_error(where + ": bad value in '" + tok + "'");
@@ -66,6 +67,7 @@ Case parse_case(const std::string& line, const std::string& where) {
     }
     if (c.id.empty()) throw std::runtime_error(where + ": case without id");
     if (c.timed && c.runs < 1) throw std::runtime_error(where + ": timed case needs runs >= 1");
+    if (!(c.gap_ms >= 0)) throw std::runtime_error(where + ": gap_ms must be 0 or more");
     return c;
 }
 

@@ -217,7 +217,7 @@ private:
         // The empty call is taken at its least, which needs no bursts: back to back it costs
         // milliseconds, in bursts as long as the case's own timed runs.
         std::vector<double> ms = time_runs(c.warmup, c.runs, prep, body, after, route < 0 ? 1 : kTimedBursts,
-                                           kTimedBudgetMs, in_gap, around);
+                                           kTimedBudgetMs, in_gap, around, c.gap_ms);
         if (o_.baseline) {
             out_.begin().field("event", route < 0 ? "overhead" : "baseline").field("case", c.id)
                 .field("library", route < 0 ? "empty call" : p_.libraries()[route]).field("times_ms", ms)

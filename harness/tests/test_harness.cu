@@ -264,6 +264,27 @@ TEST_CASE("short calls idle out the gap between bursts after the caller's gap wo
     CHECK(starts[1] - starts[0] >= kBurstGapMs);
 }
 
+TEST_CASE("a plan's shorter gap spaces the bursts by it, with the same gap work and re-warming calls") {
+    Case c = parse_case("timed id=n4096 seed=1 rtol=1e-10 reference=library warmup=2 runs=10 gap_ms=60 n=4096", "test");
+    CHECK(c.gap_ms == 60);
+    CHECK(parse_case("timed id=n4096 seed=1 rtol=1e-10 reference=library runs=10 n=4096", "test").gap_ms == kBurstGapMs);
+    CHECK_THROWS_WITH(parse_case("timed id=a seed=1 rtol=0 reference=cpu runs=10 gap_ms=-1", "plan:3"),
+                      Catch::Contains("plan:3: gap_ms must be 0 or more"));
+    int calls = 0, gaps = 0;
+    std::vector<double> starts;
+    auto prepare = [&](int i) { if (i >= 0 && i % 2 == 0) starts.push_back(now_ms()); };
+    auto ms = time_runs(0, 6, prepare, [&] { ++calls; }, [](int, bool) {}, 3, kTimedBudgetMs,
+                        [&](int, double) { ++gaps; }, NoAround{}, c.gap_ms);
+    CHECK(ms.size() == 6);
+    CHECK(gaps == 2);
+    CHECK(calls == 6 + 2 * kRewarmCalls);
+    REQUIRE(starts.size() == 3);
+    for (int b : {1, 2}) {
+        CHECK(starts[b] - starts[b - 1] >= c.gap_ms);
+        CHECK(starts[b] - starts[b - 1] < kBurstGapMs / 2);
+    }
+}
+
 TEST_CASE("calls so long that a burst and its re-warming would fill the gap follow each other with no pause") {
     int calls = 0, gaps = 0;
     const double call_ms = kBurstGapMs / 3.5;  // a burst of two and two re-warming calls: 4/3.5 of the gap

@@ -48,6 +48,9 @@ from ..report import atomic_write  # noqa: F401
 from . import gpus as gpus_mod
 from .outputs import gradebook_csv  # noqa: F401
 
+MAX_BURST_GAP_MS = 10000
+"""The longest --burst-gap-ms: 10 s between bursts, 40 s of pauses per timed case."""
+
 
 @dataclass
 class Options:
@@ -62,6 +65,9 @@ class Options:
     regrade_all: bool = False
     timed_runs: int = 0
     """Timed runs per graded case instead of the task's (at least 10; 0: the task's)."""
+    burst_gap_ms: Optional[float] = None
+    """Milliseconds between the bursts of timed runs (None: the judge's 400). Shorter grades a class
+    faster, with less of the GPU's drift averaged out; the kit's own tests use it."""
     reference: bool = True
     """Grade reference/<a>/kernel.cu once on this GPU, for the plots (kept in out/reference/)."""
     isolation: bool = True
@@ -89,6 +95,10 @@ def main(args) -> int:
     checks = getattr(args, "checks_per_gpu", None)
     if checks is not None and not 1 <= checks <= 64:
         raise tasks.TaskError(f"--checks-per-gpu {checks}: expected 1 (one submission at a time) to 64")
+    gap = getattr(args, "burst_gap_ms", None)
+    if gap is not None and not 0 <= gap <= MAX_BURST_GAP_MS:
+        raise tasks.TaskError(f"--burst-gap-ms {gap:g}: expected 0 to {MAX_BURST_GAP_MS} (milliseconds between the "
+                              f"bursts of timed runs; 400 when not given)")
     opts = Options(
         submissions=Path(args.submissions), out=Path(args.out or tasks.ROOT / "grades" / "batch"), jobs=args.jobs or 0,
         assignments=args.assignments or [], regrade=args.regrade or [], regrade_all=args.regrade_all,
@@ -96,7 +106,7 @@ def main(args) -> int:
         memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)),
         gpus=gpus_mod.parse(getattr(args, "gpus", None)),
         mixed_gpus=getattr(args, "mixed_gpus", False), profile=getattr(args, "profile", False),
-        checks_per_gpu=checks or 0)
+        checks_per_gpu=checks or 0, burst_gap_ms=gap)
     if getattr(args, "slurm", False) or getattr(args, "status", False) or getattr(args, "merge", None):
         from . import slurm  # the cluster route: submit, see progress, merge
         return slurm.main(args, opts)

@@ -36,6 +36,8 @@ class Outputs:
             "hidden_cases": [c.id for c in task.cases if getattr(c, "hidden", False)],
             "timed_runs": [g.runs for g in task.graded],
         }
+        if self.opts.burst_gap_ms is not None:
+            rec["batch"]["burst_gap_ms"] = self.opts.burst_gap_ms
         if job.checked_alone:
             rec["batch"]["checked_alone"] = ("its checks ended in a fault or a timeout while another submission's ran "
                                              "on the same GPU, and were run again with the GPU to itself: this "

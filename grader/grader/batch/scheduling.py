@@ -100,10 +100,11 @@ class Batch(State, Outputs, Progress):
         self.out = opts.out.resolve()
         names = opts.assignments or tasks.registry()
         self.tasks = {n: tasks.load(n, include_hidden=True) for n in names}
-        if opts.timed_runs:
-            for t in self.tasks.values():
-                for g in t.graded:
+        for t in self.tasks.values():
+            for g in t.graded:
+                if opts.timed_runs:
                     g.runs = max(10, opts.timed_runs)
+                g.gap_ms = opts.burst_gap_ms
         self.state_path = self.out / "state.json"
         self.state = self._load_state()
         self.lock = threading.Lock()

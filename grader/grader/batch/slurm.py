@@ -101,6 +101,8 @@ def _flags(args, opts: Options) -> list:
         f += ["--assignments", *opts.assignments]
     if opts.timed_runs:
         f += ["--timed-runs", str(opts.timed_runs)]
+    if opts.burst_gap_ms is not None:
+        f += ["--burst-gap-ms", f"{opts.burst_gap_ms:g}"]
     if not opts.isolation:
         f.append("--no-isolation")
     f += ["--memory-gib", f"{opts.memory_bytes / 2**30:g}"]
