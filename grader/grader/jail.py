@@ -97,7 +97,7 @@ class Jail:
 
     def prepare(self, work: Path) -> None:
         """Makes the folder `work` the jailed user's to write in (a grader running as root hands it to
-        nobody; otherwise it is the grader's own already)."""
+        the jail's own uid; otherwise it is the grader's own already)."""
         if self.limits.drop_to is not None:  # its folders; the grader's own files (plans) stay the grader's
             for d, _, _ in os.walk(work):
                 os.chown(d, self.limits.drop_to, self.limits.drop_to, follow_symlinks=False)
@@ -165,9 +165,12 @@ class Jail:
     def describe(self) -> dict:
         """What was in force, as each batch record shows it."""
         lim = self.limits
+        outside = (f"uid {lim.drop_to} outside it, which no account and no other process of this machine has"
+                   if lim.drop_to is not None else "the grader's own user outside it")
         return {
             "jail": "bubblewrap, allow-list: an empty root with only what the step needs",
-            "user": f"uid {NOBODY} in its own user namespace, no capabilities, no_new_privs, no further namespaces",
+            "user": f"uid {NOBODY} in its own user namespace ({outside}), no capabilities, no_new_privs, no further "
+                    f"namespaces",
             "network": "cut (own network namespace)",
             "filesystem": ("compile: /usr and the CUDA toolkit read-only; run: the C/C++ runtimes and libcuda "
                            "only, /dev/nvidia*; both: the submission's work folder and a private /tmp, nothing else"),
@@ -302,11 +305,11 @@ def check_namespaces(jail: Jail) -> None:
     tmp = Path(tempfile.gettempdir())
     closed = _closed_on_the_way(tmp) if jail.limits.drop_to is not None else None
     if closed is not None:
-        # The work folders are made in the temp folder, and a root grader's jails run as nobody: a
-        # private TMPDIR (a cluster job's, say) would end every run in "Permission denied".
-        raise JailError(f"the jail's user (nobody) cannot pass through {closed}, on the way to the temp folder "
-                        f"{tmp}, where each submission's work folder is made: point TMPDIR at a folder every user "
-                        f"can enter (as /tmp is), or open that one (chmod o+x {closed})")
+        # The work folders are made in the temp folder, and a root grader's jails run as a uid of their
+        # own: a private TMPDIR (a cluster job's, say) would end every run in "Permission denied".
+        raise JailError(f"the jail's user (uid {jail.limits.drop_to}) cannot pass through {closed}, on the way to "
+                        f"the temp folder {tmp}, where each submission's work folder is made: point TMPDIR at a "
+                        f"folder every user can enter (as /tmp is), or open that one (chmod o+x {closed})")
     try:
         with tempfile.TemporaryDirectory(prefix="kit-jailcheck-") as d:
             os.chmod(d, 0o755)

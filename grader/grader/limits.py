@@ -8,17 +8,25 @@ all its processes together, and the whole group is killed at the end. Where no c
 and a build that fails while another submission ran is built again alone (batch.py) before its
 verdict counts. Disk: the work folder is measured while the program runs and the program stopped
 past the limit (RLIMIT_FSIZE also caps each file); /tmp is a tmpfs of fixed size.
+
+Who: a grader running as root starts its jails as a uid of their own (jail_uid()), one that no account
+and no running process of the machine has. Every process of a user may open the descriptors of the
+others through /proc/PID/fd and write into them, and a CUDA program's descriptors include the driver's
+own pipes: one write there ends the program's next CUDA call in cudaErrorOperatingSystem. Jails run as
+nobody would share that user with the machine's daemons and with anything else sandboxed as nobody.
 """
 from __future__ import annotations
 
+import grp
 import itertools
 import os
+import pwd
 import resource
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from . import protocol
 
@@ -26,7 +34,10 @@ GIB = 1 << 30
 FILE_BYTES = 2 * GIB
 """The largest file any program run by the grader may write: the largest output dump (1 GiB) fits."""
 NOBODY = 65534
-"""The uid and gid of jailed programs, inside their namespace and, for a grader running as root, outside."""
+"""The uid and gid of jailed programs inside their namespace."""
+JAIL_UIDS = range(2_000_000_000, 2_000_000_100)
+"""Where jail_uid() looks: above the ranges that accounts, systemd's dynamic users and the usual
+/etc/subuid blocks of containers take."""
 _CG_ROOT = Path("/sys/fs/cgroup")
 _COUNTER = itertools.count()
 
@@ -48,12 +59,12 @@ class Limits:
 
     def __post_init__(self):
         self.cgroups = cgroup_kind()
-        self.drop_to = NOBODY if os.geteuid() == 0 else None
+        self.drop_to = jail_uid() if os.geteuid() == 0 else None
 
     # -- in the child, before bubblewrap starts ------------------------------------------------------
     def drop_privileges(self) -> None:
-        """A grader running as root starts the jail as nobody, so that even outside its namespaces
-        the jailed programs own nothing."""
+        """A grader running as root starts the jail as a uid of its own (jail_uid()), so that even
+        outside its namespaces the jailed programs own nothing and no other process is of their user."""
         if self.drop_to is not None:
             os.setgroups([])
             os.setgid(self.drop_to)
@@ -104,6 +115,42 @@ def output_limits(file_bytes: int = FILE_BYTES) -> None:
     """In the child, for every program the grader runs: no file past `file_bytes`, no core dump."""
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def jail_uid(uids: Sequence[int] = JAIL_UIDS) -> int:
+    """The first uid of `uids` that no account and no running process has (its gid is the same number)."""
+    taken = _process_uids()
+    for uid in uids:
+        if uid in taken:
+            continue
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        try:
+            grp.getgrgid(uid)
+            continue
+        except KeyError:
+            return uid
+    raise OSError(f"no uid of {uids[0]}..{uids[-1]} is free for the jail: each has an account or a running "
+                  f"process")
+
+
+def _process_uids() -> set:
+    """The real, effective, saved and file-system uids of every live process this one can see (not of
+    zombies, which hold nothing: an init that reaps slowly, as in some containers, keeps a jail's)."""
+    uids = set()
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if ":" in line)
+                if not fields.get("State", "").strip().startswith("Z"):
+                    uids.update(int(u) for u in fields.get("Uid", "").split())
+            except (OSError, ValueError):
+                pass
+    return uids
 
 
 # ---------------------------------------------------------------------------------------------------

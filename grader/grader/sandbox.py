@@ -268,7 +268,7 @@ def open_jail(work_root: Path, include: Path, probe: Optional[Path], limits: Lim
     to it; `hidden`: the kit, the class and the outputs, never shown (Jail.hidden). JailError when
     there is none here, or when `probe` (a kit-built CUDA program, linked as a runner is) does not
     reach the GPU from inside it."""
-    os.chmod(work_root, 0o711)  # the jailed user (nobody, for a root grader) goes through to its folder
+    os.chmod(work_root, 0o711)  # the jailed user (the jail's own uid, for a root grader) goes through to its folder
     stage = work_root / "kit"
     stage.mkdir(mode=0o755)
     j = jail_mod.find(include, probe, limits, stage, hidden)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import build, jail, sandbox, tasks
+from grader import build, jail, limits, sandbox, tasks
 from grader.limits import Limits, cgroup_kind
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
@@ -201,6 +201,89 @@ def test_a_daemon_started_in_the_jail_does_not_outlive_the_run(box):
     assert not left, f"a process outlived its jail: {left}"
 
 
+# A process of the machine's user nobody (a daemon, another tool's sandbox, the kit's own protocol tests):
+# it writes into every descriptor of every process of its user that it can open through /proc/PID/fd.
+# The CUDA driver keeps pipes among a program's descriptors, and a write there ends the program's next
+# CUDA call in cudaErrorOperatingSystem: a correct submission lost its timed runs that way.
+NEIGHBOUR = """
+import os, sys, time
+end = time.monotonic() + float(sys.argv[1])
+wrote = opened = 0
+while time.monotonic() < end:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if pid == str(os.getpid()) or b"kit_pipe_target" not in open(f"/proc/{pid}/cmdline", "rb").read():
+                continue
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                f = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            opened += 1
+            try:
+                wrote += os.write(f, b"forged") > 0
+            except OSError:
+                pass
+            os.close(f)
+    time.sleep(0.01)
+print(f"opened {opened} wrote {wrote}")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a grader run as another user runs its jails as that user")
+def test_a_process_of_the_machines_nobody_user_cannot_write_into_a_jailed_programs_descriptors(box):
+    def as_nobody():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    neighbour = subprocess.Popen([python, "-c", NEIGHBOUR, "4"], preexec_fn=as_nobody, stdout=subprocess.PIPE,
+                                 text=True)
+    try:
+        r = box.run("""
+            int main(int argc, char** argv) {
+                if (argc == 1) { execl("/proc/self/exe", "kit_pipe_target", "x", (char*)0); return 1; }
+                int p[2]; char buf[64];
+                if (pipe2(p, O_NONBLOCK) != 0) return 1;
+                for (int i = 0; i < 300; i++) {  /* 3 s, as a runner's driver holds its pipes */
+                    ssize_t n = read(p[0], buf, sizeof buf - 1);
+                    if (n > 0) { buf[n] = 0; printf("forged into my pipe: %s\\n", buf); return 0; }
+                    usleep(10000);
+                }
+                printf("untouched\\n");
+                return 0;
+            }""")
+    finally:
+        seen = neighbour.communicate(timeout=30)[0]
+    assert r.returncode == 0, r.output
+    assert "untouched" in r.output, f"{r.output.strip()} (the neighbour: {seen.strip()})"
+    assert seen.strip() == "opened 0 wrote 0"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a grader run as another user runs its jails as that user")
+def test_the_jails_uid_outside_is_one_no_account_and_no_running_process_has_and_the_record_names_it(box):
+    first = limits.JAIL_UIDS[0]
+    def as_first():
+        os.setgroups([])
+        os.setgid(first)
+        os.setuid(first)
+    squatter = subprocess.Popen(["sleep", "60"], preexec_fn=as_first)
+    try:
+        assert limits.jail_uid([0, first, first + 1]) == first + 1  # root has an account; first, a process
+        with pytest.raises(OSError, match=f"no uid of 0..{first} is free"):
+            limits.jail_uid([0, first])
+    finally:
+        squatter.kill()
+        squatter.wait()
+    uid = box.jail.limits.drop_to
+    assert uid in limits.JAIL_UIDS
+    assert f"uid {uid} outside it, which no account and no other process of this machine has" in \
+        box.jail.describe()["user"]
+
+
 @needs_cgroups
 def test_a_fork_bomb_stops_at_its_own_process_limit_and_the_machine_can_still_fork(box):
     r = box.run("""
@@ -333,10 +416,10 @@ def test_compute_sanitizer_s_folder_runs_in_the_sanitize_view_with_the_libraries
     assert run.returncode != 0 and "No such file" in run.output  # the other views never see it
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the jail runs as another user (nobody) only for a grader run as root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the jail runs as another user only for a grader run as root")
 def test_a_private_temp_folder_is_named_with_the_fix_before_any_submission_runs(monkeypatch):
-    """A cluster job's TMPDIR is often its own, mode 0700: each work folder is made there, and nobody,
-    the jail's user, could not reach it (bubblewrap: "Can't find source path ...: Permission denied",
+    """A cluster job's TMPDIR is often its own, mode 0700: each work folder is made there, and the
+    jail's user could not reach it (bubblewrap: "Can't find source path ...: Permission denied",
     which read as a machine without user namespaces)."""
     private = Path(tempfile.mkdtemp(prefix="kit-test-job-tmp-"))  # mode 0700, in the open /tmp
     try:

@@ -4,7 +4,7 @@ and everything else is as in a grading: the socket, the doorbell, the judge's cl
 its reads of the outputs, its results pipe. The problem is y = 2 x + 1
 (harness/tests/protocol/problem.cu); each "submission" in fixtures/protocol/ is a host function
 that tries one attack of a hostile kernel.cu. Where the grader runs as root, the judge and the
-runner both run as nobody, as a student's runner and judge share one user in `make grade`."""
+runner both run as one user (USER), as a student's runner and judge share one user in `make grade`."""
 import concurrent.futures
 import json
 import os
@@ -18,13 +18,17 @@ from pathlib import Path
 import pytest
 
 from grader import checks, jail, judged, sandbox, tasks
-from grader.limits import Limits
+from grader.limits import Limits, jail_uid
 
 ROOT = tasks.ROOT
 FIXTURES = Path(__file__).parent / "fixtures" / "protocol"
 ARCH = "sm_90"  # host code only: any architecture the toolkit knows
-NOBODY = 65534
-# The driver runs as nobody where the test is root: a Python that user can run (a virtual
+# The user of the judge and the runner where the test is root: a uid of their own, not nobody. The
+# hostile fixtures write into every descriptor of every process of their user (forged_results.cu):
+# as nobody they reached the machine's daemons, and the CUDA driver's pipes in the runners of a
+# class graded beside the tests while its jails ran as nobody.
+USER = jail_uid(range(2_000_000_500, 2_000_000_600)) if os.geteuid() == 0 else None
+# The driver runs as USER where the test is root: a Python that user can run (a virtual
 # environment's may live in root's home); the driver needs only the standard library.
 PYTHON = "/usr/bin/python3" if os.geteuid() == 0 and os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
@@ -42,7 +46,7 @@ def _parts(name: str) -> list:
 @pytest.fixture(scope="module")
 def kit():
     """The test problem's judge (a checker) and one runner per fixture, built as `make harness` builds them."""
-    out = Path(tempfile.mkdtemp(prefix="kit-protocol-build-"))  # where nobody may run them from
+    out = Path(tempfile.mkdtemp(prefix="kit-protocol-build-"))  # where USER may run them from
     os.chmod(out, 0o755)
     build = ROOT / "build" / ARCH / "harness"
     targets = [str(build / f"{p}.o") for p in _parts("CHECKER_PARTS")] + [str(build / "librunner.a")]
@@ -94,7 +98,7 @@ print(json.dumps({"records": s.records, "timed_out": s.timed_out,
 
 def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), env: dict = None,
           case_limit: float = 20) -> dict:
-    """One judged session of fixture `name`, in a fresh work folder; as nobody where the test is root."""
+    """One judged session of fixture `name`, in a fresh work folder; as USER where the test is root."""
     work = Path(tempfile.mkdtemp(prefix=f"kit-protocol-{name}-"))
     os.chmod(work, 0o777)
     args = {"checker": str(kit["checker"]), "plan": plan, "runner": str(kit["runners"][name]),
@@ -103,8 +107,8 @@ def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), en
     if os.geteuid() == 0:
         def drop():
             os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            os.setgid(USER)
+            os.setuid(USER)
     proc = subprocess.run([PYTHON, "-c", DRIVER, json.dumps(args)], capture_output=True, text=True, timeout=300,
                           preexec_fn=drop, env={**os.environ, "PYTHONPATH": str(ROOT / "grader"), **(env or {})})
     assert proc.returncode == 0, proc.stderr
