@@ -21,14 +21,22 @@ Design:
   4 planes ran at 117,200 MLUPS on an H100 and 151,500 on an H200, 16 planes at 111,400 and
   150,100 (a device copy of the same bytes: 125,700 and 178,000). Short runs make more, shorter
   blocks (131072 at n = 512 against 32768); the two extra planes a run reads at its ends come
-  from L2, not DRAM. With the norm each block also
-  makes an atomicAdd, so that sweep keeps runs of 16 planes: 32768 atomics per sweep, not
-  131072.
+  from L2, not DRAM.
 - The norm only when tol > 0 (a template flag, so the fixed-sweep kernel carries nothing for it):
-  each thread sums its squared changes, the block sums them with warp shuffles, and one atomicAdd
-  per block (32768 per sweep) adds them up on the device. The host reads that one double after
-  each sweep (pinned memory) to decide whether to go on: the count must be exact, so the decision
+  each thread sums its squared changes, each warp sums its threads' with shuffles, and one
+  atomicAdd per warp adds that into one of kSlots doubles; a one-warp kernel then sums the slots
+  into the norm and zeroes them for the next sweep. The host reads that one double after each
+  sweep (pinned memory) to decide whether to go on: the count must be exact, so the decision
   cannot lag a sweep behind.
+- The norm kernel walks its run inside a loop over runs (z = blockIdx.z, z + gridDim.z, ...),
+  though each block has one run at these launches: written as the fixed kernel is, it compiled to
+  48 registers a thread, and an SM's 65,536 then hold 5 blocks of 256 threads; written as a loop,
+  to 40 (6 blocks). Measured on one H100 (21 sweeps at n = 512, each norm read by the host):
+  105,900 MLUPS for the block sum behind __syncthreads with one atomic per block on one address
+  (the kernel before the slots), 106,100 for the slots at 48 registers, 110,100 at 40 registers
+  asked for with launch bounds, 112,800 in the loop; the fixed sweep 117,100. Graded on that
+  machine, the fixed sweep written as a loop lost 2% (114,900 MLUPS against 117,100). Runs of 8 planes did best with the slots: 16 ran at 110,600, and 4
+  made a million atomics a sweep (109,300 even without the host's reads).
 - u and u_old trade places by pointer; after an odd number of sweeps the field is in u_old and
   one copy moves it to u: 2 x 1.07 GB at n = 512, ~0.7 ms, as much as 3% of the 21 sweeps of the
   graded converging case. There the count is not known in advance, but the norm of a Jacobi run
@@ -46,8 +54,9 @@ Design:
 namespace {
 
 constexpr int kBx = 32, kBy = 8;
-// Planes per thread: see the docblock.
-constexpr int run_for(bool norm) { return norm ? 16 : 4; }
+// Planes per thread, and the doubles the warps' squared changes are added into: see the docblock.
+constexpr int run_for(bool norm) { return norm ? 8 : 4; }
+constexpr int kSlots = 64;
 
 template <bool kNorm, int kRun = run_for(kNorm)>
 __global__ void __launch_bounds__(kBx* kBy) sweep_kernel(int n, const double* __restrict__ uo, const double* __restrict__ f,
@@ -55,33 +64,45 @@ __global__ void __launch_bounds__(kBx* kBy) sweep_kernel(int n, const double* __
     const long long nn = (long long)n * n;
     const int k = 1 + blockIdx.x * kBx + threadIdx.x;
     const int j = 1 + blockIdx.y * kBy + threadIdx.y;
-    const int i0 = 1 + blockIdx.z * kRun;
-    const int i1 = min(i0 + kRun, n - 1);
     double d2 = 0;
-    if (k < n - 1 && j < n - 1) {
-        long long p = i0 * nn + (long long)j * n + k;
-        double below = uo[p - nn], here = uo[p];
-        for (int i = i0; i < i1; ++i, p += nn) {
-            const double above = uo[p + nn];
-            const double v = (1.0 / 6.0) * (below + above + uo[p - n] + uo[p + n] + uo[p - 1] + uo[p + 1] + h2 * f[p]);
-            u[p] = v;
-            if (kNorm) d2 += (v - here) * (v - here);
-            below = here;
-            here = above;
+    auto walk = [&](int i0) {  // the run of planes [i0, i0 + kRun)
+        const int i1 = min(i0 + kRun, n - 1);
+        if (k < n - 1 && j < n - 1) {
+            long long p = i0 * nn + (long long)j * n + k;
+            double below = uo[p - nn], here = uo[p];
+            for (int i = i0; i < i1; ++i, p += nn) {
+                const double above = uo[p + nn];
+                const double v = (1.0 / 6.0) * (below + above + uo[p - n] + uo[p + n] + uo[p - 1] + uo[p + 1] + h2 * f[p]);
+                u[p] = v;
+                if (kNorm) d2 += (v - here) * (v - here);
+                below = here;
+                here = above;
+            }
         }
-    }
+    };
+    // One run per block either way; the norm kernel written as a loop over runs compiles to fewer
+    // registers and runs faster, the fixed one slower (see the docblock).
+    if constexpr (kNorm)
+        for (int z = blockIdx.z; z * kRun < n - 2; z += gridDim.z) walk(1 + z * kRun);
+    else
+        walk(1 + blockIdx.z * kRun);
     if (kNorm) {
-        __shared__ double warp_sums[kBx * kBy / 32];
         for (int o = 16; o > 0; o /= 2) d2 += __shfl_down_sync(0xffffffffu, d2, o);
-        const int t = threadIdx.y * kBx + threadIdx.x;
-        if (t % 32 == 0) warp_sums[t / 32] = d2;
-        __syncthreads();
-        if (t == 0) {
-            double s = 0;
-            for (int w = 0; w < kBx * kBy / 32; ++w) s += warp_sums[w];
-            atomicAdd(norm2, s);
-        }
+        const int warp = (threadIdx.y * kBx + threadIdx.x) / 32;
+        if (threadIdx.x % 32 == 0)  // consecutive warps and blocks add into different slots
+            atomicAdd(norm2 + (blockIdx.x * (kBx * kBy / 32) + warp + 7 * blockIdx.y + 13 * blockIdx.z) % kSlots, d2);
     }
+}
+
+// norm2[kSlots] = the sum of the slots norm2[0, kSlots), which go back to zero: one warp.
+__global__ void gather_norm(double* norm2) {
+    double s = 0;
+    for (int i = threadIdx.x; i < kSlots; i += 32) {
+        s += norm2[i];
+        norm2[i] = 0;
+    }
+    for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (threadIdx.x == 0) norm2[kSlots] = s;
 }
 
 // The walls of `from` into `to` (every point with a coordinate 0 or n - 1): a scratch field needs
@@ -100,12 +121,13 @@ __global__ void walls_kernel(int n, const double* __restrict__ from, double* __r
 
 int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const double* f) {
     if (max_iter <= 0) return 0;
-    static double* norm2 = nullptr;  // on the device
+    static double* norm2 = nullptr;  // on the device: kSlots slots, then their sum
     static double* norm2_host = nullptr;  // pinned: the copy back is a few microseconds
     static double* scratch = nullptr;  // the third field (see the docblock), made on first need
     static size_t scratch_bytes = 0;
     if (!norm2) {
-        CUDA_CHECK(cudaMalloc(&norm2, sizeof(double)));
+        CUDA_CHECK(cudaMalloc(&norm2, sizeof(double) * (kSlots + 1)));
+        CUDA_CHECK(cudaMemset(norm2, 0, sizeof(double) * (kSlots + 1)));
         CUDA_CHECK(cudaMallocHost(&norm2_host, sizeof(double)));
     }
     const size_t bytes = sizeof(double) * n * (size_t)n * n;
@@ -156,12 +178,12 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
                 next = cur == u_old ? third() : u_old;
             else
                 next = cur == u ? u_old : u;  // in turn
-            CUDA_CHECK(cudaMemsetAsync(norm2, 0, sizeof(double)));
             if (inner > 0) sweep_kernel<true><<<grid(run_for(true)), block>>>(n, cur, f, next, h * h, norm2);
+            gather_norm<<<1, 32>>>(norm2);
             CUDA_CHECK(cudaGetLastError());
             cur = next;
             ++sweeps;
-            CUDA_CHECK(cudaMemcpyAsync(norm2_host, norm2, sizeof(double), cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpyAsync(norm2_host, norm2 + kSlots, sizeof(double), cudaMemcpyDeviceToHost));
             CUDA_CHECK(cudaStreamSynchronize(0));
             before = last;
             last = *norm2_host;
