@@ -39,8 +39,14 @@ missing() {
 }
 
 # --- Catch2 (the v2 single header): the C++ host tests -----------------------------------------
+# Built and run in the background while the rest is set up (apt-get, the virtual environment); their
+# output is shown, and their failure ends the run, before pytest starts, which builds in build/ too.
+cpp=""
 if install catch2 /usr/include/catch2/catch.hpp; then
-    make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)" test-cpp ARCH=sm_90
+    mkdir -p build
+    make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)" test-cpp ARCH=sm_90 > build/test-cpp.log 2>&1 &
+    cpp=$!
+    trap 'kill "$cpp" 2>/dev/null || true' EXIT
 else
     missing catch2 "C++ host tests"
 fi
@@ -104,5 +110,12 @@ else
         fi
         echo "SKIPPED: the tests that need ${missing% }: not installed and not installable here (no network, no wheels in $wheels/)"
     fi
+fi
+if [ -n "$cpp" ]; then
+    cpp_rc=0
+    wait "$cpp" || cpp_rc=$?
+    trap - EXIT
+    cat build/test-cpp.log
+    if [ "$cpp_rc" != 0 ]; then echo "test: the C++ host tests failed (exit $cpp_rc, above)" >&2; exit "$cpp_rc"; fi
 fi
 exec "$py" -m pytest grader/tests slides_examples/tests -v -rs "$@"

@@ -105,3 +105,28 @@ def test_without_network_apt_get_is_asked_once_not_once_per_missing_package(tmp_
     assert [a.split()[0] for a in asked] == ["install", "update"], asked
     for package in ("chromium", "bubblewrap", "poppler-utils", "slurm-wlm"):
         assert f"is not installed and could not be installed here (apt-get install {package})" in r.stdout, r.stdout
+
+
+needs_catch2 = pytest.mark.skipif(not Path("/usr/include/catch2/catch.hpp").is_file(),
+                                  reason="needs Catch2's header (apt-get install catch2): without it the C++ tests "
+                                         "are skipped")
+
+
+@needs_catch2
+def test_the_cpp_tests_build_beside_the_python_set_up_and_their_output_comes_before_pytest_starts(tmp_path):
+    kit, env = _kit(tmp_path, with_wheels=True)
+    (tmp_path / "bin" / "make").write_text("#!/bin/sh\nsleep 1\necho 'cpp_tests: all tests passed'\n")
+    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.index("cpp_tests: all tests passed") < r.stdout.index("stand-in pytest ran:"), r.stdout
+
+
+@needs_catch2
+def test_a_failing_cpp_test_stops_make_test_with_its_output_and_pytest_never_starts(tmp_path):
+    kit, env = _kit(tmp_path, with_wheels=True)
+    (tmp_path / "bin" / "make").write_text("#!/bin/sh\necho 'cpp_tests: 1 test case failed'\nexit 3\n")
+    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "cpp_tests: 1 test case failed" in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == "test: the C++ host tests failed (exit 3, above)"
+    assert "stand-in pytest ran" not in r.stdout
