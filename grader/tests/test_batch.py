@@ -431,22 +431,8 @@ def test_a_failed_build_is_tried_again_alone_before_it_counts(fake_kit, tmp_path
     assert flaky["n"] == 1
 
 
-# ---------------------------------------------------------------------------------------------
-# On a GPU: a small real batch.
-
-def test_a_real_batch_of_the_reference_the_skeleton_and_a_compile_error_gets_their_verdicts(local_gpu, tmp_path):
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    for name, src in (("ref", tasks.ROOT / "reference" / "conv1d" / "kernel.cu"),
-                      ("skel", tasks.ROOT / "student_template" / "conv1d" / "kernel.cu"),
-                      ("typo", tasks.ROOT / "assignments" / "trmm" / "tests" / "compile_error.cu")):
-        (subs / name / ("trmm" if name == "typo" else "conv1d")).mkdir(parents=True)
-        (subs / name / ("trmm" if name == "typo" else "conv1d") / "kernel.cu").write_text(src.read_text())
-    rc = batch.main(args(subs, out, ("assignments", ["conv1d", "trmm"]), ("no_isolation", False),
-                         ("timed_runs", 10)))
-    assert rc == 0
-    verdict = {(s, a): json.loads((out / "records" / s / f"{a}.json").read_text())["verdict"]
-               for s, a in (("ref", "conv1d"), ("skel", "conv1d"), ("typo", "trmm"))}
-    assert verdict == {("ref", "conv1d"): "correct", ("skel", "conv1d"): "incorrect", ("typo", "trmm"): "build_error"}
+# A real batch on a GPU: the class of gpu_corpus.py, whose verdicts test_gpu_grading.py and
+# test_gpu_jail.py check (the references full marks, the skeletons incorrect, a compile error a build error).
 
 
 def test_a_grader_killed_outright_takes_the_program_it_was_running_with_it(tmp_path):
