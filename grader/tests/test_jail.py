@@ -240,7 +240,7 @@ def test_a_process_of_the_machines_nobody_user_cannot_write_into_a_jailed_progra
         os.setgid(65534)
         os.setuid(65534)
     python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-    neighbour = subprocess.Popen([python, "-c", NEIGHBOUR, "4"], preexec_fn=as_nobody, stdout=subprocess.PIPE,
+    neighbour = subprocess.Popen([python, "-c", NEIGHBOUR, "2"], preexec_fn=as_nobody, stdout=subprocess.PIPE,
                                  text=True)
     try:
         r = box.run("""
@@ -248,7 +248,7 @@ def test_a_process_of_the_machines_nobody_user_cannot_write_into_a_jailed_progra
                 if (argc == 1) { execl("/proc/self/exe", "kit_pipe_target", "x", (char*)0); return 1; }
                 int p[2]; char buf[64];
                 if (pipe2(p, O_NONBLOCK) != 0) return 1;
-                for (int i = 0; i < 300; i++) {  /* 3 s, as a runner's driver holds its pipes */
+                for (int i = 0; i < 150; i++) {  /* 1.5 s, as a runner's driver holds its pipes */
                     ssize_t n = read(p[0], buf, sizeof buf - 1);
                     if (n > 0) { buf[n] = 0; printf("forged into my pipe: %s\\n", buf); return 0; }
                     usleep(10000);
