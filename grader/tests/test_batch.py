@@ -1,8 +1,8 @@
 """The batch verb, without a GPU: entry discovery and safe unpacking, then whole batches whose
 runner and checker are tests/fake_harness.py replaying records taken on an NVIDIA H200
 (fixtures/batch/trmm/, which add trmm's hidden case), so that the gradebook, the records, the
-reports, results.json, resuming and regrading are the grader's own code at work. A GPU test runs
-a small real batch where there is a GPU."""
+reports, results.json, resuming and regrading are the grader's own code at work. The real batch on
+a GPU is the class of gpu_corpus.py (test_gpu_grading.py, test_gpu_jail.py)."""
 import csv
 import io
 import json
