@@ -165,8 +165,8 @@ class Jail:
     def describe(self) -> dict:
         """What was in force, as each batch record shows it."""
         lim = self.limits
-        outside = (f"uid {lim.drop_to} outside it, which no account and no other process of this machine has"
-                   if lim.drop_to is not None else "the grader's own user outside it")
+        outside = (f"uid {lim.drop_to} outside it, which no account, no process outside a jail and no user's "
+                   f"containers have" if lim.drop_to is not None else "the grader's own user outside it")
         return {
             "jail": "bubblewrap, allow-list: an empty root with only what the step needs",
             "user": f"uid {NOBODY} in its own user namespace ({outside}), no capabilities, no_new_privs, no further "

@@ -9,11 +9,12 @@ and a build that fails while another submission ran is built again alone (batch.
 verdict counts. Disk: the work folder is measured while the program runs and the program stopped
 past the limit (RLIMIT_FSIZE also caps each file); /tmp is a tmpfs of fixed size.
 
-Who: a grader running as root starts its jails as a uid of their own (jail_uid()), one that no account
-and no running process of the machine has. Every process of a user may open the descriptors of the
-others through /proc/PID/fd and write into them, and a CUDA program's descriptors include the driver's
-own pipes: one write there ends the program's next CUDA call in cudaErrorOperatingSystem. Jails run as
-nobody would share that user with the machine's daemons and with anything else sandboxed as nobody.
+Who: a grader running as root starts its jails as a uid of their own (jail_uid()), one that no account,
+no process outside a jail and no other user's containers (/etc/subuid) have. Every process of a user
+may open the descriptors of the others through /proc/PID/fd and write into them, and a CUDA program's
+descriptors include the driver's own pipes: one write there ends the program's next CUDA call in
+cudaErrorOperatingSystem. Jails run as nobody would share that user with the machine's daemons and
+with anything else sandboxed as nobody.
 """
 from __future__ import annotations
 
@@ -36,8 +37,12 @@ FILE_BYTES = 2 * GIB
 NOBODY = 65534
 """The uid and gid of jailed programs inside their namespace."""
 JAIL_UIDS = range(2_000_000_000, 2_000_000_100)
-"""Where jail_uid() looks: above the ranges that accounts, systemd's dynamic users and the usual
+"""Where jail_uid() looks first: above the ranges that accounts, systemd's dynamic users and the usual
 /etc/subuid blocks of containers take."""
+SUBORDINATE = ("/etc/subuid", "/etc/subgid")
+"""The ids granted to users for their own containers (a user could run a process as any of them)."""
+ID_MAPS = ("/proc/self/uid_map", "/proc/self/gid_map")
+"""The ids this grader's user namespace maps (a container whose root is remapped maps 65,536)."""
 _CG_ROOT = Path("/sys/fs/cgroup")
 _COUNTER = itertools.count()
 
@@ -117,11 +122,17 @@ def output_limits(file_bytes: int = FILE_BYTES) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def jail_uid(uids: Sequence[int] = JAIL_UIDS) -> int:
-    """The first uid of `uids` that no account and no running process has (its gid is the same number)."""
+def jail_uid(uids: Optional[Sequence[int]] = None) -> int:
+    """The first uid of `uids` (default: JAIL_UIDS, then 65533 down to 60000, for a container whose
+    user namespace maps only 65,536 ids) that this user namespace maps, that no account, group, live
+    process or /etc/subuid or /etc/subgid range has (another user's containers run as those); its gid
+    is the same number."""
+    candidates = list(uids) if uids is not None else [*JAIL_UIDS, *range(65533, 59999, -1)]
     taken = _process_uids()
-    for uid in uids:
-        if uid in taken:
+    others = [r for path in SUBORDINATE for r in _ranges(path)]
+    mapped = [_ranges(path, inside=True) for path in ID_MAPS]
+    for uid in candidates:
+        if uid in taken or _within(uid, others) or not all(_within(uid, m) for m in mapped):
             continue
         try:
             pwd.getpwuid(uid)
@@ -133,8 +144,30 @@ def jail_uid(uids: Sequence[int] = JAIL_UIDS) -> int:
             continue
         except KeyError:
             return uid
-    raise OSError(f"no uid of {uids[0]}..{uids[-1]} is free for the jail: each has an account or a running "
-                  f"process")
+    raise OSError(f"no uid of {candidates[0]}..{candidates[-1]} is free for the jail: each has an account, a "
+                  f"running process or another user's subordinate range, or is not mapped here")
+
+
+def _ranges(path: str, inside: bool = False) -> list:
+    """(first, count) of each line of /etc/subuid ("name:first:count") or, with `inside`, of a
+    /proc/PID/uid_map ("first-inside first-outside count"); [] where the file cannot be read, and the
+    whole id space for an unreadable map."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return [(0, 1 << 32)] if inside else []
+    out = []
+    for line in text.splitlines():
+        f = line.split() if inside else line.split(":")
+        try:
+            out.append((int(f[0]), int(f[2])) if inside else (int(f[1]), int(f[2])))
+        except (IndexError, ValueError):
+            pass
+    return out
+
+
+def _within(uid: int, ranges: list) -> bool:
+    return any(first <= uid < first + count for first, count in ranges)
 
 
 def _process_uids() -> set:

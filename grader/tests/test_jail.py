@@ -280,8 +280,68 @@ def test_the_jails_uid_outside_is_one_no_account_and_no_running_process_has_and_
         squatter.wait()
     uid = box.jail.limits.drop_to
     assert uid in limits.JAIL_UIDS
-    assert f"uid {uid} outside it, which no account and no other process of this machine has" in \
-        box.jail.describe()["user"]
+    assert (f"uid {uid} outside it, which no account, no process outside a jail and no user's containers have"
+            in box.jail.describe()["user"])
+
+
+def test_the_jails_uid_is_none_another_user_may_run_containers_as_nor_one_this_namespace_does_not_map(
+        tmp_path, monkeypatch):
+    """A user granted subordinate ids (/etc/subuid) runs processes as them in their own containers, and
+    could write into a jail's work folder if its uid were one; a grader in a container whose root is
+    remapped can only hand out the ids its namespace maps."""
+    first = limits.JAIL_UIDS[0]
+    (tmp_path / "subuid").write_text(f"eve:{first}:65536\n")
+    (tmp_path / "subgid").write_text("")
+    monkeypatch.setattr(limits, "SUBORDINATE", (str(tmp_path / "subuid"), str(tmp_path / "subgid")))
+    assert limits.jail_uid([first, first + 65536]) == first + 65536
+    (tmp_path / "uid_map").write_text("         0     100000      65536\n")
+    (tmp_path / "gid_map").write_text("         0     100000      65536\n")
+    monkeypatch.setattr(limits, "ID_MAPS", (str(tmp_path / "uid_map"), str(tmp_path / "gid_map")))
+    uid = limits.jail_uid()
+    assert 60000 <= uid <= 65533
+
+
+REMAPPED = """
+import ctypes, os, shutil, tempfile
+from pathlib import Path
+ready, go = os.pipe(), os.pipe()
+pid = os.fork()
+if pid == 0:  # a container's root: uid 0 in a user namespace that maps ids 0..65535 to 100000..165535
+    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        os._exit(2)
+    os.write(ready[1], b"x")
+    os.read(go[0], 1)
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    from grader import sandbox, tasks
+    from grader.limits import Limits
+    limits = Limits()
+    root = Path(tempfile.mkdtemp(prefix="kit-test-remapped-"))
+    try:
+        j = sandbox.open_jail(root, tasks.ROOT / "harness" / "include", None, limits)
+        print("jail as", limits.drop_to, "|", j.describe()["user"], flush=True)
+    except Exception as e:
+        print("no jail as", limits.drop_to, "|", e, flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    os._exit(0)
+os.read(ready[0], 1)
+for name in ("uid_map", "gid_map"):
+    with open(f"/proc/{pid}/{name}", "w") as f:
+        f.write("0 100000 65536\\n")
+os.write(go[1], b"x")
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a user namespace with a remapped root, as root")
+def test_a_root_grader_in_a_container_whose_root_is_remapped_jails_as_an_id_the_container_maps(tmp_path):
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    r = subprocess.run([python, "-c", REMAPPED], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(tasks.ROOT / "grader")})
+    assert r.stdout.startswith("jail as "), r.stdout + r.stderr
+    uid = int(r.stdout.split()[2])
+    assert 60000 <= uid <= 65533, r.stdout
 
 
 @needs_cgroups

@@ -27,7 +27,7 @@ ARCH = "sm_90"  # host code only: any architecture the toolkit knows
 # hostile fixtures write into every descriptor of every process of their user (forged_results.cu):
 # as nobody they reached the machine's daemons, and the CUDA driver's pipes in the runners of a
 # class graded beside the tests while its jails ran as nobody.
-USER = jail_uid(range(2_000_000_500, 2_000_000_600)) if os.geteuid() == 0 else None
+USER = jail_uid([*range(2_000_000_500, 2_000_000_600), *range(59999, 59000, -1)]) if os.geteuid() == 0 else None
 # The driver runs as USER where the test is root: a Python that user can run (a virtual
 # environment's may live in root's home); the driver needs only the standard library.
 PYTHON = "/usr/bin/python3" if os.geteuid() == 0 and os.access("/usr/bin/python3", os.X_OK) else sys.executable
