@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: the jail for batch grading, checked end to end, and what it costs.
 #   1. bubblewrap installed if missing (a .deb in $DEBS, for machines with no network);
-#   2. the jail's own tests (test_jail.py), the hostile class graded in the jail (test_gpu_jail.py),
-#      the GPU tests of the grader (test_gpu_grading.py, the GPU batch of test_batch.py);
+#   2. the jail's own tests (test_jail.py, test_jail_user.py), the hostile class graded in the jail
+#      (test_gpu_jail.py), the GPU tests of the grader (test_gpu_grading.py);
 #   3. the same class of honest submissions batch-graded with the jail and with --no-isolation,
 #      twice each, in alternation: the grading time per submission of each;
 # logs under ${OUT:-build/jail-check}, a short table last.
@@ -24,9 +24,8 @@ make -s -j"$(nproc)" harness A="$ASSIGN" > "$DEST/harness.log" 2>&1 || { echo "h
 # 2. The tests (COST_ONLY=1 skips them).
 t0=$(date +%s)
 jail_rc=0; gpu_rc=0
-[ -n "${COST_ONLY:-}" ] || python3 -m pytest -q -rs -p no:cacheprovider grader/tests/test_jail.py grader/tests/test_gpu_jail.py \
-    "grader/tests/test_batch.py::test_a_real_batch_of_the_reference_the_skeleton_and_a_compile_error_gets_their_verdicts" \
-    > "$DEST/test-jail.log" 2>&1; jail_rc=$?
+[ -n "${COST_ONLY:-}" ] || python3 -m pytest -q -rs -p no:cacheprovider grader/tests/test_jail.py \
+    grader/tests/test_jail_user.py grader/tests/test_gpu_jail.py > "$DEST/test-jail.log" 2>&1; jail_rc=$?
 t1=$(date +%s)
 [ -n "${COST_ONLY:-}" ] || python3 -m pytest -q -rs -p no:cacheprovider grader/tests/test_gpu_grading.py ${1:+-k "$1"} > "$DEST/test-gpu.log" 2>&1; gpu_rc=$?
 t2=$(date +%s)

@@ -10,7 +10,8 @@ import pytest
 
 import fake_kit as fake_kit_mod
 import gpu_corpus
-from grader import gpu
+from grader import gpu, sandbox
+from jail_box import Box, small_limits
 
 _background = None  # gpu_corpus.Background, where the session's tests need the corpus
 
@@ -78,3 +79,12 @@ def fake_kit(monkeypatch, tmp_path):
     for (obj, name), value in fake_kit_mod.patches(tmp_path, calls).items():
         monkeypatch.setattr(obj, name, value)
     return calls
+
+
+@pytest.fixture
+def box(tmp_path):
+    """A jail with small limits and one submission's work folder (jail_box.py); needs bubblewrap and gcc."""
+    b = Box(tmp_path, small_limits())
+    yield b
+    sandbox.confine(None)
+    shutil.rmtree(b.root, ignore_errors=True)

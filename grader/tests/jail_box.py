@@ -1,0 +1,59 @@
+"""A jail for tests (test_jail.py, test_jail_user.py): small C programs compiled with gcc and run in
+it as a submission's runner is, in one submission's work folder."""
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+from grader import jail, sandbox, tasks
+from grader.limits import Limits
+
+PRELUDE = """#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <unistd.h>
+"""
+
+
+class Box:
+    """A jail with the C runtime of its test programs, and one submission's work folder."""
+
+    def __init__(self, tmp: Path, limits: Limits):
+        self.tmp = tmp
+        # As a batch's work root: in the temp folder itself, where the jailed user can go through.
+        self.root = Path(tempfile.mkdtemp(prefix="kit-test-jail-"))
+        probe = self.compile("int main(void) { return 0; }", "probe")
+        self.jail = sandbox.open_jail(self.root, tasks.ROOT / "harness" / "include", None, limits)
+        self.jail.runtime = jail.runtime_libraries(probe)
+        self.work = self.root / "0000-mallory-conv1d"
+        self.work.mkdir()
+
+    def compile(self, body: str, name: str = "attack") -> Path:
+        src = self.tmp / f"{name}.c"
+        src.write_text(PRELUDE + textwrap.dedent(body))
+        exe = self.tmp / name
+        subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
+        return exe
+
+    def run(self, body: str, timeout: float = 30, view: str = "run") -> sandbox.Run:
+        self.runs = getattr(self, "runs", 0) + 1
+        exe = self.jail.expose(self.compile(body, f"attack{self.runs}"))
+        return sandbox.run([str(exe)], self.work, self.tmp / "log", timeout=timeout, view=view, read_only=(exe,))
+
+
+def small_limits() -> Limits:
+    """Limits small enough for the tests to reach them quickly."""
+    return Limits(processes=64, memory_bytes=256 << 20, disk_bytes=64 << 20, files=500, tmp_bytes=16 << 20)
