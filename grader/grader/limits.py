@@ -132,17 +132,7 @@ def jail_uid(uids: Optional[Sequence[int]] = None) -> int:
     others = [r for path in SUBORDINATE for r in _ranges(path)]
     mapped = [_ranges(path, inside=True) for path in ID_MAPS]
     for uid in candidates:
-        if uid in taken or _within(uid, others) or not all(_within(uid, m) for m in mapped):
-            continue
-        try:
-            pwd.getpwuid(uid)
-            continue
-        except KeyError:
-            pass
-        try:
-            grp.getgrgid(uid)
-            continue
-        except KeyError:
+        if not (uid in taken or _within(uid, others) or not all(_within(uid, m) for m in mapped) or _named(uid)):
             return uid
     raise OSError(f"no uid of {candidates[0]}..{candidates[-1]} is free for the jail: each has an account, a "
                   f"running process or another user's subordinate range, or is not mapped here")
@@ -164,6 +154,17 @@ def _ranges(path: str, inside: bool = False) -> list:
         except (IndexError, ValueError):
             pass
     return out
+
+
+def _named(uid: int) -> bool:
+    """Whether an account or a group has this number."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False
 
 
 def _within(uid: int, ranges: list) -> bool:

@@ -1,6 +1,8 @@
 """A jail for tests (test_jail.py, test_jail_user.py): small C programs compiled with gcc and run in
 it as a submission's runner is, in one submission's work folder."""
+import os
 import subprocess
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -57,3 +59,17 @@ class Box:
 def small_limits() -> Limits:
     """Limits small enough for the tests to reach them quickly."""
     return Limits(processes=64, memory_bytes=256 << 20, disk_bytes=64 << 20, files=500, tmp_bytes=16 << 20)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+"""A Python another user can run where the tests run as root (a virtual environment's may live in
+root's home); what runs on it needs only the standard library."""
+
+
+def as_user(uid: int):
+    """A preexec_fn: the child runs as uid and gid `uid`, with no supplementary groups."""
+    def drop():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return drop

@@ -5,11 +5,11 @@ processes through /proc/PID/fd, the CUDA driver's pipes among them. Needs bubble
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from grader import limits, tasks
+from jail_box import SYSTEM_PYTHON, as_user
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
                                 reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
@@ -65,13 +65,8 @@ print(f"opened {opened} wrote {wrote}")
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a grader run as another user runs its jails as that user")
 def test_a_process_of_the_machines_nobody_user_cannot_write_into_a_jailed_programs_descriptors(box):
-    def as_nobody():
-        os.setgroups([])
-        os.setgid(65534)
-        os.setuid(65534)
-    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-    neighbour = subprocess.Popen([python, "-c", NEIGHBOUR, "2"], preexec_fn=as_nobody, stdout=subprocess.PIPE,
-                                 text=True)
+    neighbour = subprocess.Popen([SYSTEM_PYTHON, "-c", NEIGHBOUR, "2"], preexec_fn=as_user(limits.NOBODY),
+                                 stdout=subprocess.PIPE, text=True)
     try:
         r = box.run("""
             int main(int argc, char** argv) {
@@ -96,11 +91,7 @@ def test_a_process_of_the_machines_nobody_user_cannot_write_into_a_jailed_progra
 @pytest.mark.skipif(os.geteuid() != 0, reason="a grader run as another user runs its jails as that user")
 def test_the_jails_uid_outside_is_one_no_account_and_no_running_process_has_and_the_record_names_it(box):
     first = limits.JAIL_UIDS[0]
-    def as_first():
-        os.setgroups([])
-        os.setgid(first)
-        os.setuid(first)
-    squatter = subprocess.Popen(["sleep", "60"], preexec_fn=as_first)
+    squatter = subprocess.Popen(["sleep", "60"], preexec_fn=as_user(first))
     try:
         assert limits.jail_uid([0, first, first + 1]) == first + 1  # root has an account; first, a process
         with pytest.raises(OSError, match=f"no uid of 0..{first} is free"):
@@ -166,8 +157,7 @@ os.waitpid(pid, 0)
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="makes a user namespace with a remapped root, as root")
 def test_a_root_grader_in_a_container_whose_root_is_remapped_jails_as_an_id_the_container_maps(tmp_path):
-    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-    r = subprocess.run([python, "-c", REMAPPED], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    r = subprocess.run([SYSTEM_PYTHON, "-c", REMAPPED], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": str(tasks.ROOT / "grader")})
     assert r.stdout.startswith("jail as "), r.stdout + r.stderr
     uid = int(r.stdout.split()[2])

@@ -19,6 +19,7 @@ import pytest
 
 from grader import checks, jail, judged, sandbox, tasks
 from grader.limits import Limits, jail_uid
+from jail_box import SYSTEM_PYTHON, as_user
 
 ROOT = tasks.ROOT
 FIXTURES = Path(__file__).parent / "fixtures" / "protocol"
@@ -28,9 +29,8 @@ ARCH = "sm_90"  # host code only: any architecture the toolkit knows
 # as nobody they reached the machine's daemons, and the CUDA driver's pipes in the runners of a
 # class graded beside the tests while its jails ran as nobody.
 USER = jail_uid([*range(2_000_000_500, 2_000_000_600), *range(59999, 59000, -1)]) if os.geteuid() == 0 else None
-# The driver runs as USER where the test is root: a Python that user can run (a virtual
-# environment's may live in root's home); the driver needs only the standard library.
-PYTHON = "/usr/bin/python3" if os.geteuid() == 0 and os.access("/usr/bin/python3", os.X_OK) else sys.executable
+# The driver runs as USER where the test is root, on a Python that user can run.
+PYTHON = SYSTEM_PYTHON if os.geteuid() == 0 else sys.executable
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
 
@@ -103,14 +103,8 @@ def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), en
     os.chmod(work, 0o777)
     args = {"checker": str(kit["checker"]), "plan": plan, "runner": str(kit["runners"][name]),
             "work": str(work), "judge_args": ["--memory", "host", *extra], "case_limit": case_limit}
-    drop = None
-    if os.geteuid() == 0:
-        def drop():
-            os.setgroups([])
-            os.setgid(USER)
-            os.setuid(USER)
     proc = subprocess.run([PYTHON, "-c", DRIVER, json.dumps(args)], capture_output=True, text=True, timeout=300,
-                          preexec_fn=drop, env={**os.environ, "PYTHONPATH": str(ROOT / "grader"), **(env or {})})
+                          preexec_fn=as_user(USER) if USER is not None else None, env={**os.environ, "PYTHONPATH": str(ROOT / "grader"), **(env or {})})
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["work"] = work

@@ -40,9 +40,21 @@ def _kit(tmp_path: Path, with_wheels: bool) -> tuple:
     return kit, env
 
 
+def _test_sh(kit: Path, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    """tools/test.sh in the kit's copy, as `make test` runs it."""
+    return subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _with_make(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """tools/test.sh with the wheels folder and a stand-in make (the C++ tests) that runs `script`."""
+    kit, env = _kit(tmp_path, with_wheels=True)
+    (tmp_path / "bin" / "make").write_text(f"#!/bin/sh\n{script}\n")
+    return _test_sh(kit, env)
+
+
 def test_without_network_or_a_venv_module_make_test_runs_pytest_from_the_unpacked_wheels(tmp_path):
     kit, env = _kit(tmp_path, with_wheels=True)
-    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    r = _test_sh(kit, env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "python3 -m venv is not available here (apt-get install python3-venv)" in r.stdout
     assert "stand-in pytest ran: grader/tests slides_examples/tests" in r.stdout
@@ -51,7 +63,7 @@ def test_without_network_or_a_venv_module_make_test_runs_pytest_from_the_unpacke
 
 def test_without_network_venv_module_or_wheels_make_test_stops_with_one_line_saying_what_to_do(tmp_path):
     kit, env = _kit(tmp_path, with_wheels=False)
-    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    r = _test_sh(kit, env)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1] == "test: python3 -m venv failed: install python3-venv"
 
@@ -79,7 +91,7 @@ def test_a_wheel_folder_without_one_extra_installs_the_others_and_names_only_the
         _wheel(kit / "wheels", name)
     # The system Python, without pytest but with the venv module.
     (tmp_path / "bin" / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
-    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=300)
+    r = _test_sh(kit, env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "stand-in pytest ran: grader/tests slides_examples/tests" in r.stdout
     assert ("SKIPPED: the tests that need copydetect: not installed and not installable here "
@@ -99,7 +111,7 @@ def test_without_network_apt_get_is_asked_once_not_once_per_missing_package(tmp_
     for tool in ("sh", "dirname", "id", "sed", "nproc", "cat", "env", "mkdir", "rm"):
         (system / tool).symlink_to(shutil.which(tool))
     env["PATH"] = f"{tmp_path / 'bin'}:{system}"
-    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    r = _test_sh(kit, env)
     assert r.returncode == 0, r.stdout + r.stderr
     asked = log.read_text().splitlines()
     assert [a.split()[0] for a in asked] == ["install", "update"], asked
@@ -114,18 +126,14 @@ needs_catch2 = pytest.mark.skipif(not Path("/usr/include/catch2/catch.hpp").is_f
 
 @needs_catch2
 def test_the_cpp_tests_build_beside_the_python_set_up_and_their_output_comes_before_pytest_starts(tmp_path):
-    kit, env = _kit(tmp_path, with_wheels=True)
-    (tmp_path / "bin" / "make").write_text("#!/bin/sh\nsleep 1\necho 'cpp_tests: all tests passed'\n")
-    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    r = _with_make(tmp_path, "sleep 1\necho 'cpp_tests: all tests passed'")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.index("cpp_tests: all tests passed") < r.stdout.index("stand-in pytest ran:"), r.stdout
 
 
 @needs_catch2
 def test_a_failing_cpp_test_stops_make_test_with_its_output_and_pytest_never_starts(tmp_path):
-    kit, env = _kit(tmp_path, with_wheels=True)
-    (tmp_path / "bin" / "make").write_text("#!/bin/sh\necho 'cpp_tests: 1 test case failed'\nexit 3\n")
-    r = subprocess.run(["sh", "tools/test.sh"], cwd=kit, env=env, capture_output=True, text=True, timeout=120)
+    r = _with_make(tmp_path, "echo 'cpp_tests: 1 test case failed'\nexit 3")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "cpp_tests: 1 test case failed" in r.stdout
     assert r.stderr.strip().splitlines()[-1] == "test: the C++ host tests failed (exit 3, above)"
