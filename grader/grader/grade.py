@@ -238,7 +238,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
             if current is None:
                 break
         if s.timed_out:
-            verdicts[current] = (Verdict.TIMEOUT, f"did not finish within {task.timeouts['case']} s")
+            verdicts[current] = (Verdict.TIMEOUT, f"did not finish within {task.timeouts['case']:g} s")
             why = "an earlier case timed out"
         else:
             verdicts[current] = s.fault(current, conceal=next(c.hidden for c in pending if c.id == current))

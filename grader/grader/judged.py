@@ -23,6 +23,18 @@ from . import build, jail, protocol, sandbox
 from .results import Verdict
 
 
+STOPPED = "stopped by the grader: the program "
+"""How the message of a case starts where the program went over its jail's limits (its work folder's disk
+or files, its cgroup's memory)."""
+
+
+def over_own_limit(message: str) -> bool:
+    """Whether a case's message says its program went over its work folder's disk or file limit: what it
+    wrote alone, which no other program adds to (the memory limit's stop may not be its own:
+    sandbox.MEMORY_STOP)."""
+    return message.startswith(STOPPED) and not message.endswith(sandbox.MEMORY_STOP)
+
+
 @dataclass
 class Session:
     records: list = field(default_factory=list)
@@ -55,7 +67,7 @@ class Session:
         output. The runner knows the case's sizes, and any of these could carry them out."""
         run = self.runner
         if run is not None and run.stopped_for:
-            return Verdict.RUNTIME_ERROR, f"stopped by the grader: the program {run.stopped_for}"
+            return Verdict.RUNTIME_ERROR, f"{STOPPED}{run.stopped_for}"
         oom = self.out_of_memory()
         if oom is not None:
             return Verdict.RUNTIME_ERROR, _out_of_memory(oom, conceal)

@@ -38,6 +38,12 @@ except OSError:
 TAIL_BYTES = 4000
 
 
+
+MEMORY_STOP = "GiB of host memory"
+"""How a stop for going over the jail's memory limit ends ("used more than 16 GiB of host memory"). Its
+cgroup counts a kill by the machine's own out-of-memory killer, which other programs' use can bring
+about, as it counts one for its own limit: unlike its disk and files, this stop may not be its own."""
+
 @dataclass
 class Run:
     returncode: int
@@ -165,7 +171,7 @@ class Proc:
             rc = self.proc.returncode
             if self.jail is not None:
                 if self.group.oom_killed():
-                    self.stopped_for = f"used more than {self.jail.limits.memory_bytes / 2**30:g} GiB of host memory"
+                    self.stopped_for = f"used more than {self.jail.limits.memory_bytes / 2**30:g} {MEMORY_STOP}"
                 if 128 < rc < 160:  # bubblewrap passes a death by signal on as 128 + the signal
                     rc = -(rc - 128)
         finally:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import build, grade, sandbox, submissions, tasks, workdir
+from .. import build, grade, judged, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
 from ..limits import Limits
 from ..report import write_record
@@ -56,7 +56,17 @@ class Job:
 NEIGHBOURLY = {grade.Verdict.RUNTIME_ERROR, grade.Verdict.LAUNCH_ERROR, grade.Verdict.TIMEOUT}
 """What a check can end in because of another one on its GPU: the other took the GPU's memory (a
 failed allocation, a refused launch) or most of its time. Never a wrong output or a race: another
-process cannot write into this one's memory."""
+process cannot write into this one's memory. Nor a stop for going over its work folder's disk or file
+limit, which counts what it wrote alone (neighbourly())."""
+
+
+def neighbourly(result) -> bool:
+    """Whether a check's verdict could be another check's doing (NEIGHBOURLY, less the program's going
+    over its own work folder's limits)."""
+    if result.verdict not in NEIGHBOURLY:
+        return False
+    failed = next((c for c in result.cases if c.verdict != grade.Verdict.CORRECT), None)
+    return not (failed is not None and judged.over_own_limit(failed.message))
 
 
 class Steps:
@@ -292,7 +302,7 @@ class Batch(State, Outputs, Progress):
             return job
         except Closed:
             return job
-        if held.shared and (job.error or job.result.verdict in NEIGHBOURLY):
+        if held.shared and (job.error or neighbourly(job.result)):
             job.result, job.error, job.checked_alone = before, "", True
         return job
 
