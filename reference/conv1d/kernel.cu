@@ -18,13 +18,24 @@ w = 63 sits right at the ridge (15.75 FLOP/B against 67 / 4.3 = 15.6): the FMAs 
 run with few other instructions beside them, overlapped with the memory traffic.
 
 Design:
+- Two kernels. At w = 7 (N and P 16-byte aligned, as cudaMalloc gives them) the work is a copy
+  with 7 FMAs per value, and the streaming kernel does it the way a copy would: each thread loads
+  one quad of N (one LDG.128), takes the 3 values on each side from its neighbouring lanes by
+  shuffles (lanes 0 and 31 load the quad past the warp's edge themselves, in the same round),
+  and stores its 4 outputs (one STG.128). No shared memory and no barrier, so every warp's load
+  is in flight as soon as it starts. Graded on one H200, two gradings each: 1.035-1.038x the copy
+  against 0.835-0.843x for the tiled kernel below; 2 quads per thread gave 0.94-0.95x, 4 quads
+  0.71-0.72x, and streaming cache hints (__ldcs/__stcs) 0.87-0.90x. On one H100: 0.975-1.009x
+  (four gradings) against 0.910-0.949x. At w = 63 the tiled kernel with 16 outputs a thread
+  (fewer shared-memory and tap loads per FMA) graded 0.78-0.81x against 0.82x: no better. Every other width, and a
+  misaligned N or P, runs the tiled kernel the rest of this docblock describes.
 - M goes to __constant__ memory (one cudaMemcpyToSymbolAsync, device to device, per call;
   at most 1 KB, 3-6 us on an H100). Every thread of a warp reads the same tap at the same
   time, which the constant cache broadcasts; in the unrolled kernels the taps reach the
   FFMAs through uniform registers, one ULDC.64 per two taps per warp, and no other load.
-  Except at w = 7: there the copy is 2-3% of the call and its least steady part, and the
-  7 taps fit in registers, so each thread loads them straight from M (the whole warp reads
-  the same word: one request per tap, served from L1). Timed on an H100: 205 us per call
+  Except at w = 7 (both kernels): there the copy is 2-3% of the call and its least steady
+  part, and the 7 taps fit in registers, so each thread loads them straight from M (the whole
+  warp reads the same word: one request per tap, served from L1). Timed on an H100: 205 us per call
   against 211 us with the copy, and half the variation from burst to burst. At w = 63 the
   taps cannot sit in registers (32 per thread keep 8 blocks per SM): loading them from M or
   from shared memory chunk by chunk cost 6-10% more than the copy.
@@ -216,6 +227,66 @@ conv1d_kernel(int n, int w_rt, const float* __restrict__ N, const float* __restr
     }
 }
 
+// The streaming form for w = 7 with N and P 16-byte aligned (see the docblock): thread g computes
+// outputs 4g..4g+3 from its own quad of N and the R values on each side of it, which come from the
+// neighbouring lanes by shuffles; lanes 0 and 31 load the quad past the warp's edge themselves, in
+// the same round as their own load. No shared memory and no barrier: a warp's loads go out as soon
+// as it starts.
+__device__ __forceinline__ float4 quad_of(const float* __restrict__ N, long long q, int n) {
+    const long long a = 4 * q;
+    if (q >= 0 && a + 4 <= n) return *reinterpret_cast<const float4*>(N + a);
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);   // N reads as 0 outside [0, n)
+    if (a + 0 >= 0 && a + 0 < n) v.x = N[a + 0];
+    if (a + 1 >= 0 && a + 1 < n) v.y = N[a + 1];
+    if (a + 2 >= 0 && a + 2 < n) v.z = N[a + 2];
+    if (a + 3 >= 0 && a + 3 < n) v.w = N[a + 3];
+    return v;
+}
+__device__ __forceinline__ float part(const float4& v, int i) {   // i known at compile time
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <int W>
+__global__ void __launch_bounds__(BLOCK)
+conv1d_stream(int n, const float* __restrict__ N, const float* __restrict__ M, float* __restrict__ P) {
+    constexpr int R = W / 2;
+    static_assert(taps_from_m(W) && R <= 4, "the halo must fit in one quad of each neighbour");
+    const int lane = threadIdx.x & 31;
+    const long long q = (long long)blockIdx.x * BLOCK + threadIdx.x;   // this thread's quad
+    const float4 v = quad_of(N, q, n);
+    float4 edge = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (lane == 0) edge = quad_of(N, q - 1, n);
+    else if (lane == 31) edge = quad_of(N, q + 1, n);
+    float m[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) m[j] = __ldg(M + j);
+
+    float x[4 + 2 * R];   // x[r] = N[4q - R + r]
+#pragma unroll
+    for (int i = 0; i < R; ++i) {   // every lane takes part in the shuffles, past n too
+        const float left = __shfl_up_sync(0xffffffffu, part(v, 4 - R + i), 1);
+        const float right = __shfl_down_sync(0xffffffffu, part(v, i), 1);
+        x[i] = lane == 0 ? part(edge, 4 - R + i) : left;
+        x[R + 4 + i] = lane == 31 ? part(edge, i) : right;
+    }
+    x[R] = v.x; x[R + 1] = v.y; x[R + 2] = v.z; x[R + 3] = v.w;
+    float acc[4];
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+        acc[o] = 0.f;
+#pragma unroll
+        for (int j = 0; j < W; ++j) acc[o] = fmaf(x[o + j], m[j], acc[o]);
+    }
+    const long long i0 = 4 * q;
+    if (i0 + 4 <= n) {
+        *reinterpret_cast<float4*>(P + i0) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    } else {
+#pragma unroll
+        for (int o = 0; o < 4; ++o)
+            if (i0 + o < n) P[i0 + o] = acc[o];
+    }
+}
+
 template <int W, bool VEC>
 static void launch(int blocks, int n, int w, const float* N, const float* M, float* P) {
     // w > MAX_W would overrun c_mask: the copy fails and CUDA_CHECK reports it.
@@ -226,7 +297,10 @@ static void launch(int blocks, int n, int w, const float* N, const float* M, flo
 
 template <bool VEC>
 static void launch_width(int blocks, int n, int w, const float* N, const float* M, float* P) {
-    if (w == 7) launch<7, VEC>(blocks, n, w, N, M, P);
+    if (VEC && w == 7) {   // the streaming form: one quad of outputs per thread
+        const long long quads = ((long long)n + 3) / 4;
+        conv1d_stream<7><<<(int)((quads + BLOCK - 1) / BLOCK), BLOCK>>>(n, N, M, P);
+    } else if (w == 7) launch<7, VEC>(blocks, n, w, N, M, P);
     else if (w == 63) launch<63, VEC>(blocks, n, w, N, M, P);
     else launch<0, VEC>(blocks, n, w, N, M, P);
 }
