@@ -17,40 +17,43 @@ Design:
   no load. The four in-plane neighbours are loads that hit L1 (each is also the centre of a
   neighbouring thread of the same block) or, at the tile edges, L2.
 - A warp reads 32 consecutive k: 256 contiguous bytes per load, full sectors.
-- The fixed sweep's loads go through the read-only path by __ldg. Its const __restrict__ pointers
-  already compile to ld.global.nc, but the explicit form compiles differently and ran faster in
-  every grading: 117,000 to 120,100 MLUPS on one H100 (86.0% of DRAM), 151,200 to 158,700 on one
-  H200 (79.3%), two solo gradings each. The norm kernel ran 1% slower with it and keeps plain loads.
+- Both kernels load through the read-only path by __ldg. Their const __restrict__ pointers already
+  compile to ld.global.nc, but the explicit form compiles differently (32 registers a thread, 8
+  blocks of 256 threads an SM) and ran faster in every grading: the fixed sweep at 120,100 MLUPS on
+  one H100 against 117,000 (86.0% of DRAM) and 158,700 on one H200 against 151,200 (79.3%), the
+  converging case at 110,700 to 110,900 on one H100 against 109,700 to 109,800.
 - How many planes a thread walks (kRun) was measured at n = 512, 100 sweeps, blocks of 32 x 8:
   4 planes ran at 117,200 MLUPS on an H100 and 151,500 on an H200, 16 planes at 111,400 and
   150,100 (a device copy of the same bytes: 125,700 and 178,000). Short runs make more, shorter
   blocks (131072 at n = 512 against 32768); the two extra planes a run reads at its ends come
-  from L2, not DRAM.
+  from L2, not DRAM. The norm kernel walks 8: with 4 it makes twice the block sums and ran at
+  109,400 to 109,700 against 111,800 to 112,300 (graded on one H100).
 - The norm only when tol > 0 (a template flag, so the fixed-sweep kernel carries nothing for it):
-  each thread sums its squared changes, each warp sums its threads' with shuffles, and one
-  atomicAdd per warp adds that into one of kSlots doubles; a one-warp kernel then sums the slots
-  into the norm and zeroes them for the next sweep. The host reads that one double after each
-  sweep (pinned memory) to decide whether to go on: the count must be exact, so the decision
-  cannot lag a sweep behind.
-- The norm kernel walks its run inside a loop over runs (z = blockIdx.z, z + gridDim.z, ...),
-  though each block has one run at these launches: written as the fixed kernel is, it compiled to
-  48 registers a thread, and an SM's 65,536 then hold 5 blocks of 256 threads; written as a loop,
-  to 40 (6 blocks). Measured on one H100 (21 sweeps at n = 512, each norm read by the host):
-  105,900 MLUPS for the block sum behind __syncthreads with one atomic per block on one address
-  (the kernel before the slots), 106,100 for the slots at 48 registers, 110,100 at 40 registers
-  asked for with launch bounds, 112,800 in the loop; the fixed sweep 117,100. Graded on that
-  machine, the fixed sweep written as a loop lost 2% (114,900 MLUPS against 117,100). Runs of 8 planes did best with the slots: 16 ran at 110,600, and 4
-  made a million atomics a sweep (109,300 even without the host's reads).
+  each thread sums its squared changes, each warp its threads' with shuffles, and each block its
+  warps' through shared memory into its own place in an array: no atomics, so the norm is added
+  in the same order every time and a run gives the same count every time. One block of 1024
+  threads then adds the blocks' sums, writes the norm into pinned host memory mapped into the
+  device, and raises a flag on the device once it is below tol.
+- The host does not wait for a sweep's norm before it queues the next: it keeps up to two sweeps
+  queued ahead of the one whose norm it waits for (an event each), and a sweep that starts after
+  the flag went up returns at once, so the count stays exact and the GPU never waits for the host.
+  It queues nothing past a sweep it expects to be the last (below), so a run that ends as
+  predicted queues no sweep it does not need.
 - u and u_old trade places by pointer; after an odd number of sweeps the field is in u_old and
   one copy moves it to u: 2 x 1.07 GB at n = 512, ~0.7 ms, as much as 3% of the 21 sweeps of the
   graded converging case. There the count is not known in advance, but the norm of a Jacobi run
-  falls by a near-constant factor per sweep: the host predicts from the last two norms which sweep
-  will be the last, and when the fields' turns would put that sweep's output in u_old, the sweep
-  before it writes a third field (a scratch buffer, given the walls once: 6 faces, 12 MB) so that
-  the last one writes u. A wrong guess costs only the copy. Timed on an H100 (three gradings
-  each, with the norm kernel before the slots): 105,200 MLUPS converging against 102,700 with the
-  copy. With the slots and the loop, on one H100: 111,739 (80.1% of DRAM) against 104,759.
+  falls by a near-constant factor per sweep: the host predicts from the last two norms it read
+  which sweep will be the last (none comes after max_iter), and when the fields' turns would put
+  that sweep's output in u_old, the sweep before it writes a third field (a scratch buffer, given
+  the walls once: 6 faces, 12 MB) so that the last one writes u. A wrong guess costs only the copy.
+- The converging case graded on one H100, two gradings each: 109,700 to 110,300 MLUPS for the
+  host reading each norm back before the next sweep (one atomicAdd per warp into 64 slots, a
+  one-warp kernel summing them); 110,700 to 110,900 with __ldg; 111,200 to 111,800 with the sweeps
+  queued ahead as above; 111,800 to 112,300 (80.1 to 80.5% of DRAM) with the block sums in place
+  of the atomics. Having the last block to finish sum the slots (a __threadfence and a ticket
+  from one counter per block) ran at 104,800: every block holds its SM until its fence returns.
 */
+
 #include <cmath>
 #include <utility>
 
@@ -59,20 +62,19 @@ Design:
 namespace {
 
 constexpr int kBx = 32, kBy = 8;
-// Planes per thread, and the doubles the warps' squared changes are added into: see the docblock.
+// Planes per thread: see the docblock.
 constexpr int run_for(bool norm) { return norm ? 8 : 4; }
-constexpr int kSlots = 64;
 
 template <bool kNorm, int kRun = run_for(kNorm)>
 __global__ void __launch_bounds__(kBx* kBy) sweep_kernel(int n, const double* __restrict__ uo, const double* __restrict__ f,
                                                          double* __restrict__ u, double h2, double* norm2) {
+    // norm2 (kNorm): [0] is 1 once a sweep converged, then each block's sum of squared changes.
+    if (kNorm && norm2[0] != 0) return;  // queued behind a sweep that converged: nothing to do
     const long long nn = (long long)n * n;
     const int k = 1 + blockIdx.x * kBx + threadIdx.x;
     const int j = 1 + blockIdx.y * kBy + threadIdx.y;
     double d2 = 0;
-    // The fixed sweep reads through __ldg, the norm kernel plainly: graded on one H100, 120,100 MLUPS
-    // against 117,000 (and 158,700 against 151,200 on an H200); the norm kernel lost 1% with it.
-    auto ld = [](const double* a) { return kNorm ? *a : __ldg(a); };
+    auto ld = [](const double* a) { return __ldg(a); };  // see the docblock
     auto walk = [&](int i0) {  // the run of planes [i0, i0 + kRun)
         const int i1 = min(i0 + kRun, n - 1);
         if (k < n - 1 && j < n - 1) {
@@ -88,29 +90,39 @@ __global__ void __launch_bounds__(kBx* kBy) sweep_kernel(int n, const double* __
             }
         }
     };
-    // One run per block either way; the norm kernel written as a loop over runs compiles to fewer
-    // registers and runs faster, the fixed one slower (see the docblock).
-    if constexpr (kNorm)
-        for (int z = blockIdx.z; z * kRun < n - 2; z += gridDim.z) walk(1 + z * kRun);
-    else
-        walk(1 + blockIdx.z * kRun);
-    if (kNorm) {
+    walk(1 + blockIdx.z * kRun);
+    if (kNorm) {  // the block's sum of squared changes into norm2[1 + block]
+        __shared__ double part[kBx * kBy / 32];
+        const int t = threadIdx.y * kBx + threadIdx.x;
         for (int o = 16; o > 0; o /= 2) d2 += __shfl_down_sync(0xffffffffu, d2, o);
-        const int warp = (threadIdx.y * kBx + threadIdx.x) / 32;
-        if (threadIdx.x % 32 == 0)  // consecutive warps and blocks add into different slots
-            atomicAdd(norm2 + (blockIdx.x * (kBx * kBy / 32) + warp + 7 * blockIdx.y + 13 * blockIdx.z) % kSlots, d2);
+        if (t % 32 == 0) part[t / 32] = d2;
+        __syncthreads();
+        if (t < 32) {
+            double s = t < kBx * kBy / 32 ? part[t] : 0;
+            for (int o = 4; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+            if (t == 0) norm2[1 + blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)] = s;
+        }
     }
 }
 
-// norm2[kSlots] = the sum of the slots norm2[0, kSlots), which go back to zero: one warp.
-__global__ void gather_norm(double* norm2) {
+// The sum of the blocks' sums norm2[1, 1 + blocks), in the same order every time, into *out (host
+// memory); norm2[0] = 1 once it is below tol. One block of 1024 threads.
+__global__ void gather_norm(double* norm2, long long blocks, double* out, double tol) {
+    if (norm2[0] != 0) return;
+    __shared__ double part[32];
     double s = 0;
-    for (int i = threadIdx.x; i < kSlots; i += 32) {
-        s += norm2[i];
-        norm2[i] = 0;
-    }
+    for (long long i = threadIdx.x; i < blocks; i += blockDim.x) s += norm2[1 + i];
     for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
-    if (threadIdx.x == 0) norm2[kSlots] = s;
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        s = part[threadIdx.x];
+        for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+        if (threadIdx.x == 0) {
+            *out = s;
+            if (sqrt(s) < tol) norm2[0] = 1;
+        }
+    }
 }
 
 // The walls of `from` into `to` (every point with a coordinate 0 or n - 1): a scratch field needs
@@ -129,15 +141,6 @@ __global__ void walls_kernel(int n, const double* __restrict__ from, double* __r
 
 int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const double* f) {
     if (max_iter <= 0) return 0;
-    static double* norm2 = nullptr;  // on the device: kSlots slots, then their sum
-    static double* norm2_host = nullptr;  // pinned: the copy back is a few microseconds
-    static double* scratch = nullptr;  // the third field (see the docblock), made on first need
-    static size_t scratch_bytes = 0;
-    if (!norm2) {
-        CUDA_CHECK(cudaMalloc(&norm2, sizeof(double) * (kSlots + 1)));
-        CUDA_CHECK(cudaMemset(norm2, 0, sizeof(double) * (kSlots + 1)));
-        CUDA_CHECK(cudaMallocHost(&norm2_host, sizeof(double)));
-    }
     const size_t bytes = sizeof(double) * n * (size_t)n * n;
     const double h = 2.0 / (n - 1);
     const int inner = n - 2;
@@ -155,49 +158,87 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
             std::swap(cur, next);
         }
         CUDA_CHECK(cudaGetLastError());
-    } else {
-        double last = -1, before = -1;  // the squared norms of the last two sweeps
-        // Whether the sweep `ahead` sweeps from now is expected to be the last: the norm keeps
-        // falling by the factor of the last two sweeps.
-        auto expected_last = [&](int ahead) {
-            if (last < 0 || before <= 0) return false;
-            double estimate = last;
-            for (int i = 0; i < ahead; ++i) estimate *= last / before;
-            return std::sqrt(estimate) < tol;
-        };
-        bool scratch_has_walls = false;
-        auto third = [&] {  // the scratch field, with the walls
-            if (scratch_bytes < bytes) {
-                if (scratch) CUDA_CHECK(cudaFree(scratch));
-                CUDA_CHECK(cudaMalloc(&scratch, bytes));
-                scratch_bytes = bytes;
-            }
-            if (!scratch_has_walls) {
-                walls_kernel<<<dim3((n + 127) / 128, n), 128>>>(n, u, scratch);
-                scratch_has_walls = true;
-            }
-            return scratch;
-        };
-        while (sweeps < max_iter) {
-            double* next;
-            if (expected_last(1) && cur != u)
-                next = u;
-            else if (expected_last(2) && sweeps + 1 < max_iter)  // the sweep after this one should write u
-                next = cur == u_old ? third() : u_old;
-            else
-                next = cur == u ? u_old : u;  // in turn
-            if (inner > 0) sweep_kernel<true><<<grid(run_for(true)), block>>>(n, cur, f, next, h * h, norm2);
-            gather_norm<<<1, 32>>>(norm2);
-            CUDA_CHECK(cudaGetLastError());
-            cur = next;
-            ++sweeps;
-            CUDA_CHECK(cudaMemcpyAsync(norm2_host, norm2 + kSlots, sizeof(double), cudaMemcpyDeviceToHost));
-            CUDA_CHECK(cudaStreamSynchronize(0));
-            before = last;
-            last = *norm2_host;
-            if (std::sqrt(last) < tol) break;
-        }
+        if (cur != u) CUDA_CHECK(cudaMemcpyAsync(u, cur, bytes, cudaMemcpyDeviceToDevice));
+        return sweeps;
     }
-    if (cur != u) CUDA_CHECK(cudaMemcpyAsync(u, cur, bytes, cudaMemcpyDeviceToDevice));
+    if (inner <= 0) return 1;  // no interior point: the first sweep changes nothing
+    constexpr int kRing = 4;  // sweep s uses slot s % kRing; the host reads it before it queues s + 3
+    static double* norm2 = nullptr;  // on the device: the flag, then each block's sum
+    static long long norm2_blocks = 0;
+    static double* norms = nullptr;  // pinned and mapped: sweep s's norm lands in norms[s % kRing]
+    static cudaEvent_t done[kRing];  // sweep s's norm is there once done[s % kRing] has passed
+    static double* scratch = nullptr;  // the third field (see the docblock), made on first need
+    static size_t scratch_bytes = 0;
+    const dim3 g = grid(run_for(true));
+    const long long nb = (long long)g.x * g.y * g.z;
+    if (norm2_blocks < nb) {
+        if (norm2) CUDA_CHECK(cudaFree(norm2));
+        CUDA_CHECK(cudaMalloc(&norm2, sizeof(double) * (1 + nb)));
+        norm2_blocks = nb;
+    }
+    if (!norms) {
+        CUDA_CHECK(cudaHostAlloc(&norms, sizeof(double) * kRing, cudaHostAllocMapped));
+        for (auto& e : done) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    double* norms_dev = nullptr;
+    CUDA_CHECK(cudaHostGetDevicePointer(&norms_dev, norms, 0));
+    CUDA_CHECK(cudaMemsetAsync(norm2, 0, sizeof(double)));  // the flag down
+    double last = -1, before = -1;  // the squared norms of the last two sweeps the host has read
+    int known = 0;  // sweeps whose norm the host has read
+    // Whether `sweep` is expected to be the last: the norm keeps falling by the factor of the last two.
+    auto expected_last = [&](int sweep) {
+        if (sweep == max_iter) return true;
+        if (last < 0 || before <= 0) return false;
+        double estimate = last;
+        for (int i = known; i < sweep; ++i) estimate *= last / before;
+        return std::sqrt(estimate) < tol;
+    };
+    bool scratch_has_walls = false;
+    auto third = [&] {  // the scratch field, with the walls
+        if (scratch_bytes < bytes) {
+            if (scratch) CUDA_CHECK(cudaFree(scratch));
+            CUDA_CHECK(cudaMalloc(&scratch, bytes));
+            scratch_bytes = bytes;
+        }
+        if (!scratch_has_walls) {
+            walls_kernel<<<dim3((n + 127) / 128, n), 128>>>(n, u, scratch);
+            scratch_has_walls = true;
+        }
+        return scratch;
+    };
+    double* out[kRing];  // where sweep s writes: out[s % kRing]
+    int launched = 0;
+    auto launch = [&] {
+        const int s = ++launched;
+        double* next;
+        if (expected_last(s) && cur != u)
+            next = u;
+        else if (s < max_iter && expected_last(s + 1))
+            next = cur == u_old ? third() : u_old;
+        else
+            next = cur == u ? u_old : u;
+        sweep_kernel<true><<<g, block>>>(n, cur, f, next, h * h, norm2);
+        gather_norm<<<1, 1024>>>(norm2, nb, norms_dev + s % kRing, tol);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaEventRecord(done[s % kRing]));
+        out[s % kRing] = next;
+        cur = next;
+    };
+    auto top_up = [&] {  // up to two sweeps past the last norm read, none past one expected to be the last
+        while (launched < max_iter && launched < known + 2 && !(launched > known && expected_last(launched))) launch();
+    };
+    top_up();
+    double* field = u;
+    for (int s = 1; s <= launched; ++s) {
+        CUDA_CHECK(cudaEventSynchronize(done[s % kRing]));
+        before = last;
+        last = norms[s % kRing];
+        known = s;
+        field = out[s % kRing];
+        sweeps = s;
+        if (std::sqrt(last) < tol) break;
+        top_up();
+    }
+    if (field != u) CUDA_CHECK(cudaMemcpyAsync(u, field, bytes, cudaMemcpyDeviceToDevice));
     return sweeps;
 }
