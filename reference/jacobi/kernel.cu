@@ -65,6 +65,20 @@ constexpr int kBx = 32, kBy = 8;
 // Planes per thread: see the docblock.
 constexpr int run_for(bool norm) { return norm ? 8 : 4; }
 
+// The sum of v over the block (a multiple of 32 threads, at most 1024), in the same order every
+// time: each warp's by shuffles, then the warps' by the first warp. Thread 0 has it.
+__device__ double block_sum(double v) {
+    __shared__ double part[32];
+    const int t = threadIdx.y * blockDim.x + threadIdx.x, warps = blockDim.x * blockDim.y / 32;
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (t % 32 == 0) part[t / 32] = v;
+    __syncthreads();
+    v = t < warps ? part[t] : 0;
+    if (t < 32)
+        for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
 template <bool kNorm, int kRun = run_for(kNorm)>
 __global__ void __launch_bounds__(kBx* kBy) sweep_kernel(int n, const double* __restrict__ uo, const double* __restrict__ f,
                                                          double* __restrict__ u, double h2, double* norm2) {
@@ -92,16 +106,8 @@ __global__ void __launch_bounds__(kBx* kBy) sweep_kernel(int n, const double* __
     };
     walk(1 + blockIdx.z * kRun);
     if (kNorm) {  // the block's sum of squared changes into norm2[1 + block]
-        __shared__ double part[kBx * kBy / 32];
-        const int t = threadIdx.y * kBx + threadIdx.x;
-        for (int o = 16; o > 0; o /= 2) d2 += __shfl_down_sync(0xffffffffu, d2, o);
-        if (t % 32 == 0) part[t / 32] = d2;
-        __syncthreads();
-        if (t < 32) {
-            double s = t < kBx * kBy / 32 ? part[t] : 0;
-            for (int o = 4; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
-            if (t == 0) norm2[1 + blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)] = s;
-        }
+        d2 = block_sum(d2);
+        if (threadIdx.x == 0 && threadIdx.y == 0) norm2[1 + blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)] = d2;
     }
 }
 
@@ -109,19 +115,12 @@ __global__ void __launch_bounds__(kBx* kBy) sweep_kernel(int n, const double* __
 // memory); norm2[0] = 1 once it is below tol. One block of 1024 threads.
 __global__ void gather_norm(double* norm2, long long blocks, double* out, double tol) {
     if (norm2[0] != 0) return;
-    __shared__ double part[32];
     double s = 0;
     for (long long i = threadIdx.x; i < blocks; i += blockDim.x) s += norm2[1 + i];
-    for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        s = part[threadIdx.x];
-        for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
-        if (threadIdx.x == 0) {
-            *out = s;
-            if (sqrt(s) < tol) norm2[0] = 1;
-        }
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+        *out = s;
+        if (sqrt(s) < tol) norm2[0] = 1;  // the host decides the same from *out
     }
 }
 
@@ -158,87 +157,84 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
             std::swap(cur, next);
         }
         CUDA_CHECK(cudaGetLastError());
-        if (cur != u) CUDA_CHECK(cudaMemcpyAsync(u, cur, bytes, cudaMemcpyDeviceToDevice));
-        return sweeps;
-    }
-    if (inner <= 0) return 1;  // no interior point: the first sweep changes nothing
-    constexpr int kRing = 4;  // sweep s uses slot s % kRing; the host reads it before it queues s + 3
-    static double* norm2 = nullptr;  // on the device: the flag, then each block's sum
-    static long long norm2_blocks = 0;
-    static double* norms = nullptr;  // pinned and mapped: sweep s's norm lands in norms[s % kRing]
-    static cudaEvent_t done[kRing];  // sweep s's norm is there once done[s % kRing] has passed
-    static double* scratch = nullptr;  // the third field (see the docblock), made on first need
-    static size_t scratch_bytes = 0;
-    const dim3 g = grid(run_for(true));
-    const long long nb = (long long)g.x * g.y * g.z;
-    if (norm2_blocks < nb) {
-        if (norm2) CUDA_CHECK(cudaFree(norm2));
-        CUDA_CHECK(cudaMalloc(&norm2, sizeof(double) * (1 + nb)));
-        norm2_blocks = nb;
-    }
-    if (!norms) {
-        CUDA_CHECK(cudaHostAlloc(&norms, sizeof(double) * kRing, cudaHostAllocMapped));
-        for (auto& e : done) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    }
-    double* norms_dev = nullptr;
-    CUDA_CHECK(cudaHostGetDevicePointer(&norms_dev, norms, 0));
-    CUDA_CHECK(cudaMemsetAsync(norm2, 0, sizeof(double)));  // the flag down
-    double last = -1, before = -1;  // the squared norms of the last two sweeps the host has read
-    int known = 0;  // sweeps whose norm the host has read
-    // Whether `sweep` is expected to be the last: the norm keeps falling by the factor of the last two.
-    auto expected_last = [&](int sweep) {
-        if (sweep == max_iter) return true;
-        if (last < 0 || before <= 0) return false;
-        double estimate = last;
-        for (int i = known; i < sweep; ++i) estimate *= last / before;
-        return std::sqrt(estimate) < tol;
-    };
-    bool scratch_has_walls = false;
-    auto third = [&] {  // the scratch field, with the walls
-        if (scratch_bytes < bytes) {
-            if (scratch) CUDA_CHECK(cudaFree(scratch));
-            CUDA_CHECK(cudaMalloc(&scratch, bytes));
-            scratch_bytes = bytes;
+    } else if (inner <= 0) {
+        return 1;  // no interior point: the first sweep changes nothing
+    } else {  // until the norm is below tol (see the docblock)
+        constexpr int kRing = 4;  // sweep s uses slot s % kRing; the host reads it before it queues s + 3
+        static double* norm2 = nullptr;  // on the device: the flag, then each block's sum
+        static long long norm2_blocks = 0;
+        static double* norms = nullptr;  // pinned and mapped: sweep s's norm lands in norms[s % kRing]
+        static cudaEvent_t done[kRing];  // sweep s's norm is there once done[s % kRing] has passed
+        static double* scratch = nullptr;  // the third field (see the docblock), made on first need
+        static size_t scratch_bytes = 0;
+        const dim3 g = grid(run_for(true));
+        const long long nb = (long long)g.x * g.y * g.z;
+        if (norm2_blocks < nb) {
+            if (norm2) CUDA_CHECK(cudaFree(norm2));
+            CUDA_CHECK(cudaMalloc(&norm2, sizeof(double) * (1 + nb)));
+            norm2_blocks = nb;
         }
-        if (!scratch_has_walls) {
-            walls_kernel<<<dim3((n + 127) / 128, n), 128>>>(n, u, scratch);
-            scratch_has_walls = true;
+        if (!norms) {
+            CUDA_CHECK(cudaHostAlloc(&norms, sizeof(double) * kRing, cudaHostAllocMapped));
+            for (auto& e : done) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         }
-        return scratch;
-    };
-    double* out[kRing];  // where sweep s writes: out[s % kRing]
-    int launched = 0;
-    auto launch = [&] {
-        const int s = ++launched;
-        double* next;
-        if (expected_last(s) && cur != u)
-            next = u;
-        else if (s < max_iter && expected_last(s + 1))
-            next = cur == u_old ? third() : u_old;
-        else
-            next = cur == u ? u_old : u;
-        sweep_kernel<true><<<g, block>>>(n, cur, f, next, h * h, norm2);
-        gather_norm<<<1, 1024>>>(norm2, nb, norms_dev + s % kRing, tol);
-        CUDA_CHECK(cudaGetLastError());
-        CUDA_CHECK(cudaEventRecord(done[s % kRing]));
-        out[s % kRing] = next;
-        cur = next;
-    };
-    auto top_up = [&] {  // up to two sweeps past the last norm read, none past one expected to be the last
-        while (launched < max_iter && launched < known + 2 && !(launched > known && expected_last(launched))) launch();
-    };
-    top_up();
-    double* field = u;
-    for (int s = 1; s <= launched; ++s) {
-        CUDA_CHECK(cudaEventSynchronize(done[s % kRing]));
-        before = last;
-        last = norms[s % kRing];
-        known = s;
-        field = out[s % kRing];
-        sweeps = s;
-        if (std::sqrt(last) < tol) break;
+        double* norms_dev = nullptr;
+        CUDA_CHECK(cudaHostGetDevicePointer(&norms_dev, norms, 0));
+        CUDA_CHECK(cudaMemsetAsync(norm2, 0, sizeof(double)));  // the flag down
+        double last = -1, before = -1;  // the squared norms of the last two sweeps the host has read
+        // Whether `sweep` is expected to be the last: the norm keeps falling by the factor of the last two.
+        auto expected_last = [&](int sweep) {
+            if (sweep == max_iter) return true;
+            if (last < 0 || before <= 0) return false;
+            double estimate = last;
+            for (int i = sweeps; i < sweep; ++i) estimate *= last / before;
+            return std::sqrt(estimate) < tol;
+        };
+        bool scratch_has_walls = false;
+        auto third = [&] {  // the scratch field, with the walls
+            if (scratch_bytes < bytes) {
+                if (scratch) CUDA_CHECK(cudaFree(scratch));
+                CUDA_CHECK(cudaMalloc(&scratch, bytes));
+                scratch_bytes = bytes;
+            }
+            if (!scratch_has_walls) {
+                walls_kernel<<<dim3((n + 127) / 128, n), 128>>>(n, u, scratch);
+                scratch_has_walls = true;
+            }
+            return scratch;
+        };
+        double* out[kRing];  // where sweep s writes: out[s % kRing]
+        int launched = 0;
+        auto launch = [&] {
+            const int s = ++launched;
+            double* next;
+            if (expected_last(s) && cur != u)
+                next = u;
+            else if (s < max_iter && expected_last(s + 1))
+                next = cur == u_old ? third() : u_old;
+            else
+                next = cur == u ? u_old : u;
+            sweep_kernel<true><<<g, block>>>(n, cur, f, next, h * h, norm2);
+            gather_norm<<<1, 1024>>>(norm2, nb, norms_dev + s % kRing, tol);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaEventRecord(done[s % kRing]));
+            out[s % kRing] = next;
+            cur = next;  // the next sweep's input
+        };
+        auto top_up = [&] {  // up to two sweeps past the last norm read, none past one expected to be the last
+            while (launched < max_iter && launched < sweeps + 2 && !(launched > sweeps && expected_last(launched))) launch();
+        };
         top_up();
+        while (sweeps < launched) {  // sweeps: those whose norm the host has read
+            const int s = ++sweeps;
+            CUDA_CHECK(cudaEventSynchronize(done[s % kRing]));
+            before = last;
+            last = norms[s % kRing];
+            if (std::sqrt(last) < tol) break;
+            top_up();
+        }
+        cur = out[sweeps % kRing];  // the last sweep's output
     }
-    if (field != u) CUDA_CHECK(cudaMemcpyAsync(u, field, bytes, cudaMemcpyDeviceToDevice));
+    if (cur != u) CUDA_CHECK(cudaMemcpyAsync(u, cur, bytes, cudaMemcpyDeviceToDevice));
     return sweeps;
 }
