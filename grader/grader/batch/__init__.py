@@ -29,10 +29,10 @@ Under --out (default grades/batch):
                                  other, the reference or the lecture's examples (similarity.py)
 Everything is written as each submission finishes, each file whole or not at all.
 
-One module per job: scheduling.py (the to-do list, builds in parallel, checks side by side and
-timings alone, the jail), gpus.py (which GPUs, handed out), state.py (state.json), outputs.py
-(records, gradebook, summary), reports.py (per-student reports), progress.py (the progress line),
-slurm.py (the cluster).
+One module per job: scheduling.py (the to-do list, the pools that build in parallel, check side by
+side and time alone, the jail), stages.py (one submission's build, checks and timing), gpus.py
+(which GPUs, handed out), state.py (state.json), outputs.py (records, gradebook, summary),
+reports.py (per-student reports), progress.py (the progress line), slurm.py (the cluster).
 """
 from __future__ import annotations
 

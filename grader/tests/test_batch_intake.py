@@ -1,0 +1,115 @@
+"""A class as a TA downloads it, without a GPU: each entry found (a folder, an archive, an LMS's
+export), its files matched to assignments, and archives unpacked safely or refused with the reason."""
+import io
+import tarfile
+import zipfile
+
+import pytest
+
+from grader import archives, submissions, tasks
+
+
+EPS = {n: tasks.load(n).entry_point for n in tasks.registry()}
+
+
+from fake_kit import ENTRY, make_class  # noqa: E402
+
+
+def test_a_folder_a_zip_and_a_tarball_are_each_one_student_and_an_empty_entry_is_listed(tmp_path):
+    subs = make_class(tmp_path)
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "staging")}
+    assert sorted(found) == ["alice", "bob", "carol", "dave", "erin"]
+    assert found["alice"].shown == {"trmm": "trmm/kernel.cu"}
+    assert found["bob"].shown == {"trmm": "hw/trmm_kernel.cu"} and found["bob"].layout == "zip"
+    assert found["carol"].layout == "tar.gz" and list(found["carol"].files) == ["trmm"]
+    assert found["dave"].files == {} and found["dave"].problem == "nothing gradeable: no .cu file in it"
+    assert list(found["erin"].files) == ["trmm"]  # by the entry point it defines
+
+
+def test_a_file_is_matched_by_folder_then_file_name_then_the_entry_point_it_defines(tmp_path):
+    root = tmp_path / "s"
+    (root / "Syr2k").mkdir(parents=True)
+    (root / "Syr2k" / "anything.cu").write_text("int x;\n")
+    (root / "matmul.cu").write_text("int y;\n")
+    (root / "mine.cu").write_text("/* void trmm(int n) { } */\nvoid reduce_sum(long long n, const double* x, double* s)\n{ }\n")
+    (root / "helpers.cu").write_text("int z;\n")
+    e = submissions.fill(submissions.Entry("x", "x", "folder"), root, EPS, tmp_path / "st")
+    assert e.shown == {"syr2k": "Syr2k/anything.cu", "matmul": "matmul.cu", "reduce": "mine.cu"}
+    assert any("helpers.cu" in n and "not graded" in n for n in e.notes)
+
+
+def test_two_files_for_one_assignment_grade_kernel_cu_and_note_the_other(tmp_path):
+    root = tmp_path / "s"
+    (root / "trmm").mkdir(parents=True)
+    (root / "trmm" / "old.cu").write_text(ENTRY)
+    (root / "trmm" / "kernel.cu").write_text(ENTRY)
+    e = submissions.fill(submissions.Entry("x", "x", "folder"), root, EPS, tmp_path / "st")
+    assert e.shown == {"trmm": "trmm/kernel.cu"}
+    assert any("old.cu" in n and "another file for trmm" in n for n in e.notes)
+
+
+def test_a_zip_with_a_path_leaving_the_archive_is_refused_and_listed_with_the_reason(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "mallory.zip", "w") as z:
+        z.writestr("trmm/kernel.cu", ENTRY)
+        z.writestr("../../escaped.cu", ENTRY)
+    [e] = submissions.discover(subs, EPS, tmp_path / "staging")
+    assert e.student == "mallory" and e.files == {}
+    assert "refused" in e.problem and "leaves the archive" in e.problem
+    assert not list(tmp_path.rglob("escaped.cu"))
+
+
+def test_an_absolute_path_a_symlink_and_a_bomb_are_each_refused(tmp_path):
+    a = tmp_path / "abs.zip"
+    with zipfile.ZipFile(a, "w") as z:
+        z.writestr("/etc/kernel.cu", ENTRY)
+    link = tmp_path / "link.tar.gz"
+    with tarfile.open(link, "w:gz") as t:
+        info = tarfile.TarInfo("trmm/kernel.cu")
+        info.type, info.linkname = tarfile.SYMTYPE, "/home/ta/kit/reference/trmm/kernel.cu"
+        t.addfile(info)
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("trmm/kernel.cu", b"\0" * (archives.MAX_BYTES + 1))
+    many = tmp_path / "many.tar.gz"
+    with tarfile.open(many, "w:gz") as t:
+        for i in range(archives.MAX_FILES + 1):
+            info = tarfile.TarInfo(f"f{i}.txt")
+            t.addfile(info, io.BytesIO(b""))
+    for path, words in ((a, "absolute path"), (link, "link"), (bomb, "MiB"), (many, "files")):
+        with pytest.raises(archives.Refused, match=words):
+            archives.extract(path, tmp_path / ("x-" + path.name))
+
+
+def test_gradescopes_export_names_each_submission_by_its_submitters(tmp_path):
+    subs = tmp_path / "export"
+    for sid in ("submission_101", "submission_102", "submission_103"):
+        (subs / sid).mkdir(parents=True)
+    (subs / "submission_101" / "kernel.cu").write_text(ENTRY)
+    (subs / "submission_102" / "trmm.cu").write_text(ENTRY)
+    (subs / "submission_metadata.yml").write_text(
+        "---\nsubmission_101:\n  :submitters:\n  - :name: Ada Lovelace\n    :sid: '1815'\n"
+        "    :email: ada@example.edu\n  :created_at: 2026-11-20 10:00:00.000000000 -08:00\n  :score: 0.0\n"
+        "submission_102:\n  :submitters:\n  - :name: Alan Turing\n    :sid: '1912'\n"
+        "  - :name: Grace Hopper\n    :sid: '1906'\n"
+        "submission_103:\n  :submitters:\n  - :name: Empty Handed\n    :email: eh@example.edu\n")
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    assert sorted(found) == ["1815", "1912", "eh"]
+    assert found["1815"].name == "Ada Lovelace" and found["1815"].layout == "gradescope"
+    assert [m.id for m in found["1912"].members] == ["1912", "1906"]
+    assert found["eh"].problem.startswith("nothing gradeable")
+
+
+def test_canvas_and_moodle_downloads_are_grouped_by_student(tmp_path):
+    subs = tmp_path / "lms"
+    subs.mkdir()
+    (subs / "smithjane_12345_67890_trmm.cu").write_text(ENTRY)
+    with zipfile.ZipFile(subs / "smithjane_late_12345_67891_syr2k.zip", "w") as z:
+        z.writestr("syr2k/kernel.cu", "int x;")
+    (subs / "Jo Bloggs_4242_assignsubmission_file_").mkdir()
+    (subs / "Jo Bloggs_4242_assignsubmission_file_" / "trmm_kernel.cu").write_text(ENTRY)
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    assert sorted(found) == ["Jo_Bloggs", "smithjane"]
+    assert sorted(found["smithjane"].files) == ["syr2k", "trmm"] and found["smithjane"].layout == "canvas"
+    assert found["Jo_Bloggs"].members[0].id == "4242" and list(found["Jo_Bloggs"].files) == ["trmm"]
