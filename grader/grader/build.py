@@ -140,7 +140,8 @@ def list_symbols(obj: Path, timeout: float = 120) -> str:
 
 
 def scan_forbidden(obj: Path) -> list:
-    """Calls the assignments forbid, found in the object's symbols (undefined ones too). The
+    """Calls the assignments forbid, found in the object's symbols (undefined ones too: a library's
+    function or the driver's loader of prebuilt GPU code called the ordinary way) and strings. The
     symbols decide; the source beside the object (kernel.cu) only helps to name Thrust calls.
     ScanError where the symbols cannot be listed in full."""
     out = list_symbols(obj)
@@ -158,7 +159,9 @@ def scan_forbidden(obj: Path) -> list:
         if len(parts) < 3:
             continue
         kind, name = parts[1], _VERSION_NS.sub("::", parts[2])
-        if re.match(r"cublas\w*", name):
+        if m := _LOADER_SYMBOL.match(name):
+            add("prebuilt GPU code loaded at run time", m.group(1))
+        elif re.match(r"cublas\w*", name):
             add("cuBLAS", re.sub(r"_v2$", "", re.match(r"cublas\w*", name).group(0)))
         elif m := _CUB_DEVICE.search(name):
             add("CUB device-wide algorithm", f"cub::{m.group(1)}")
@@ -180,7 +183,11 @@ def scan_forbidden(obj: Path) -> list:
     return found
 
 
-_LOADERS = re.compile(rb"\b(cu(?:Module|Library)Load\w*|cudaLibraryLoad\w*|cuLinkAdd\w*)")
+_LOADER_NAMES = r"cu(?:Module|Library)Load\w*|cudaLibraryLoad\w*|cuLinkAdd\w*"
+"""The driver's and the runtime's loaders of prebuilt GPU code: a symbol of the object where it calls
+one the ordinary way, a string where it looks one up by name."""
+_LOADERS = re.compile(rb"\b(" + _LOADER_NAMES.encode() + rb")")
+_LOADER_SYMBOL = re.compile(r"(" + _LOADER_NAMES + r")$")
 _BY_NAME = re.compile(rb"\b((?:" + b"|".join(lib.encode() for lib in FORBIDDEN_LIBS) + rb")\w*(?:\.so[.\d]*)?"
                       rb"|cublas[A-Z]\w*|cufft[A-Z]\w*|cudnn[A-Z]\w*)")
 _RENAMED = re.compile(rf"^\s*#\s*define\s+(Device(?:{_CUB_ALGORITHMS})\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b", re.M)

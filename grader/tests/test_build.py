@@ -102,6 +102,7 @@ SOURCES = {
     "wrong_signature": WRONG_SIGNATURE,
     "cub_renamed": CUB_RENAMED,
     "cubin_loader": CUBIN_LOADER,
+    "library_load": TESTS / "hostile_library_load.cu",
     "dlsym_cublas": DLSYM_CUBLAS,
 }
 
@@ -168,6 +169,13 @@ def test_loading_a_prebuilt_gpu_binary_through_the_driver_is_forbidden_and_named
     c = compiled["cubin_loader"]
     assert c.ok, c.messages
     assert Forbidden("prebuilt GPU code loaded at run time", "cuModuleLoadData") in c.forbidden
+
+
+def test_a_prebuilt_gpu_binary_loaded_by_calling_the_runtime_s_library_api_directly_is_forbidden(compiled):
+    """No loader's name among the object's strings (no CUDA_CHECK around the call), only in its symbols."""
+    c = compiled["library_load"]
+    assert c.ok, c.messages
+    assert Forbidden("prebuilt GPU code loaded at run time", "cudaLibraryLoadData") in c.forbidden
 
 
 def test_a_library_and_a_function_looked_up_by_name_at_run_time_are_forbidden(compiled):

@@ -84,6 +84,21 @@ def test_a_known_submission_the_jail_changes_gets_its_own_verdict_graded_alone_o
     assert want.message in r.message
 
 
+def test_a_runner_of_thousands_of_idle_threads_gets_no_time_between_the_judges_inputs_and_its_clock(local_gpu):
+    """Graded outside the jail, the runner has no cgroup of its own, and the judge counts its other
+    threads one /proc file each. hostile_judge_stall.cu starts 6000 idle threads and keeps a kernel
+    polling the inputs: while the judge counted them after writing the inputs, the kernel computed
+    each call off the clock (an H200: 15,897 GFLOPS, full marks). Counted before the inputs exist,
+    its calls are timed at its tiled kernel's own rate."""
+    path = gpu_corpus.ROOT / "assignments" / "trmm" / "tests" / "hostile_judge_stall.cu"
+    task = load_or_skip("trmm", local_gpu)
+    want = gpu_corpus.expectation(path, jailed=False)
+    r = grade(task, path, local_gpu)
+    assert r.verdict == Verdict(want.verdict), f"{r.verdict.value}: {r.message}"
+    earned = r.score - r.correctness_points
+    assert earned < want.performance_below * task.points["performance"], r.message
+
+
 def test_a_compile_that_holds_a_core_cannot_slow_the_library_or_the_empty_call_timed_beside_it(local_gpu, tmp_path):
     """The library's routes and the empty call's round trip (taken off every timed run) are timed while
     kernel.cu compiles only where there are 4 or more cores (performance.EarlyBaselines). On an H100

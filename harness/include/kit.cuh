@@ -268,9 +268,12 @@ void note_device_in_use(int device);
 // fresh inputs and leaves the device idle with its L2 cache flushed (untimed; untimed calls get
 // negative i); `body()` returns once the call's work is finished and its outputs are in the caller's
 // hands: the clock covers exactly that. `after(i, last)` runs untimed after each timed run, `last`
-// on the final one. Returns milliseconds per timed run. `around(i, false)` and `around(i, true)` run
-// just before the clock starts and just after it stops (the judge reads there which processes
-// waited for a CPU during the run).
+// on the final one. Returns milliseconds per timed run. `around(i, at)` runs at three moments of each
+// timed run (RunMoment): before prepare(i) writes its inputs, just before the clock starts and just
+// after it stops (the judge reads there which processes waited for a CPU during the run, and how much
+// CPU the program's other threads used). Only what costs a fixed, short time may run between the
+// inputs and the clock: from the moment they are written, a program with a kernel left resident can
+// see them, and every microsecond the clock waits is one it can compute in.
 //
 // Slow calls get fewer runs: once the timed calls add up to `budget_ms` and kMinTimedRuns are done,
 // the timing stops. Why: a kernel 50x slower than it should be (an atomic per point in jacobi, 5 s
@@ -305,8 +308,9 @@ inline int burst_size(int runs, int bursts = kTimedBursts) { return (runs + burs
 struct NoGapWork {
     void operator()(int, double) const {}
 };
+enum class RunMoment { before_inputs, before_clock, after_clock };
 struct NoAround {
-    void operator()(int, bool) const {}
+    void operator()(int, RunMoment) const {}
 };
 template <class Prepare, class Body, class After, class GapWork = NoGapWork, class Around = NoAround>
 std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, After after, int bursts = kTimedBursts,
@@ -368,12 +372,13 @@ std::vector<double> time_runs(int warmup, int runs, Prepare prepare, Body body, 
             }
             burst_start = now_ms();
         }
+        around(i, RunMoment::before_inputs);
         prepare(i);
-        around(i, false);
+        around(i, RunMoment::before_clock);
         double t0 = now_ms();
         body();
         double t1 = now_ms();
-        around(i, true);
+        around(i, RunMoment::after_clock);
         ms.push_back(t1 - t0);
         timed_ms += t1 - t0;
         const bool last = i == runs - 1 || (i + 1 >= kMinTimedRuns && timed_ms >= budget_ms);

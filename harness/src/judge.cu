@@ -28,7 +28,7 @@
 // once its L2 flush has run, just before its clock starts.)
 // Around each timed run (outside the clock) the judge reads how long its own thread and the runner's
 // waited for a CPU that other processes had, and how much CPU the runner's other threads and
-// processes used meanwhile: the grader tells a run slowed by a busy machine from one the program
+// processes used meanwhile (that one before the inputs are written: its cost is the runner's to choose): the grader tells a run slowed by a busy machine from one the program
 // slowed itself (performance.py).
 // Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
 // Where one of the judge's own allocations finds the GPU's memory gone (a runner that took it and
@@ -201,16 +201,25 @@ private:
         // Per run: how long the two threads the round trip depends on waited for a CPU (the judge's,
         // this one, and the one that said hello: the runner's, or the checker's serving the library),
         // and how much CPU the rest of that process and what it started used meanwhile (a program that
-        // slows its own timing). -1: the system does not say.
+        // slows its own timing). -1: the system does not say. The runner's other threads are counted
+        // before the inputs are written: where it has no cgroup of its own that means one file per
+        // thread, as many as it chose to start, and 6000 idle threads made that read take milliseconds
+        // in which a kernel it left resident computed the call from the inputs, off the clock
+        // (tests/hostile_judge_stall.cu). Between the inputs and the clock only the two waits are read,
+        // one file each.
         std::vector<double> waits, others;
         double wait0 = 0, others0 = 0;
-        auto around = [&](int, bool after_run) {
-            const double w = wire::cpu_wait_ms(0) + wire::cpu_wait_ms(runner_pid_);
-            const double o = o_.baseline ? 0 : wire::others_cpu_ms(runner_pid_);
-            if (!after_run) {
-                wait0 = w, others0 = o;
+        auto around = [&](int, RunMoment at) {
+            if (at == RunMoment::before_inputs) {
+                others0 = o_.baseline ? 0 : wire::others_cpu_ms(runner_pid_);
                 return;
             }
+            const double w = wire::cpu_wait_ms(0) + wire::cpu_wait_ms(runner_pid_);
+            if (at == RunMoment::before_clock) {
+                wait0 = w;
+                return;
+            }
+            const double o = o_.baseline ? 0 : wire::others_cpu_ms(runner_pid_);
             waits.push_back(std::isfinite(w - wait0) ? w - wait0 : -1);
             others.push_back(std::isfinite(o - others0) ? std::max(0.0, o - others0) : -1);
         };

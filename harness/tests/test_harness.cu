@@ -285,6 +285,22 @@ TEST_CASE("a plan's shorter gap spaces the bursts by it, with the same gap work 
     }
 }
 
+TEST_CASE("what may take long is read before a run's inputs are written, never between them and the clock") {
+    // The judge counts the runner's other threads at before_inputs: one file per thread where the
+    // runner has no cgroup, so it costs what the runner chooses (tests/hostile_judge_stall.cu).
+    std::vector<std::string> order;
+    auto prepare = [&](int i) { if (i >= 0) order.push_back("inputs " + std::to_string(i)); };
+    auto around = [&](int i, RunMoment at) {
+        const char* name = at == RunMoment::before_inputs ? "before inputs " :
+                           at == RunMoment::before_clock ? "before clock " : "after clock ";
+        order.push_back(name + std::to_string(i));
+    };
+    time_runs(1, 2, prepare, [&] { order.push_back("call"); }, [](int, bool) {}, 1, kTimedBudgetMs, NoGapWork{}, around);
+    CHECK(order == std::vector<std::string>{"call",  // the warm-up: no hooks
+                                            "before inputs 0", "inputs 0", "before clock 0", "call", "after clock 0",
+                                            "before inputs 1", "inputs 1", "before clock 1", "call", "after clock 1"});
+}
+
 TEST_CASE("calls so long that a burst and its re-warming would fill the gap follow each other with no pause") {
     int calls = 0, gaps = 0;
     const double call_ms = kBurstGapMs / 3.5;  // a burst of two and two re-warming calls: 4/3.5 of the gap
