@@ -1,5 +1,5 @@
 // expect: correct
-// A judge stalled between its inputs and its clock: 6000 idle threads, and a kernel kept resident that polls the input arrays (mapped into the runner) for the next call's. Where the runner has no cgroup of its own (a grader without root, or `grade` outside the jail), the judge counted the runner's other threads one /proc file each: reading 6000 took milliseconds after the inputs were written and before the clock started, and the watcher computed the whole call in them. The call then copied its answer in and paced itself to 16 TFLOPS, under the GPU's peak: graded on an H200 at 15,897 GFLOPS and full marks, against 8,803 for its tiled kernel alone. The judge now counts the threads before it writes the inputs: the tiled kernel's own rate, short of the top tier.
+// A judge stalled between its inputs and its clock: 6000 idle threads, and a kernel kept resident that polls the input arrays (mapped into the runner) for the next call's. Where the runner has no cgroup of its own (a grader without root, or `grade` outside the jail), the judge counted the runner's other threads one /proc file each: reading 6000 took milliseconds after the inputs were written and before the clock started, and the watcher computed the whole call in them. The call then copied its answer in and paced itself to 16 TFLOPS, under the GPU's peak: graded on an H200 at 15,897 GFLOPS and full marks, against 8,803 for its tiled kernel alone. The judge now counts the threads before it writes the inputs: the tiled kernel's own rate, short of the top tier. (In the jail, a cgroup holds it to 512 threads and the judge reads the group's one cpu.stat file.)
 // expect-performance-below: 1
 #include <pthread.h>
 #include <unistd.h>
@@ -121,7 +121,10 @@ void raise_army(int want) {
     pthread_attr_setstacksize(&a, 32 << 10);
     for (int i = 0; i < want; ++i) {
         pthread_t t;
-        if (pthread_create(&t, &a, idle, nullptr) != 0) break;  // a pids.max or RLIMIT_NPROC: fewer, still fine
+        if (pthread_create(&t, &a, idle, nullptr) != 0) {  // a pids.max or RLIMIT_NPROC: fewer, still fine,
+            (void)!write(pipefd[1], "0123456789abcdef0123456789abcdef", 32);  // less 32 left for the runtime
+            break;
+        }
         pthread_detach(t);
     }
 }
@@ -190,8 +193,8 @@ void trmm(int n, const double* A, double* B) {
         CUDA_CHECK(cudaHostGetDevicePointer((void**)&dflags, flags, 0));
         CUDA_CHECK(cudaStreamCreateWithFlags(&ws, cudaStreamNonBlocking));
         if (bell) {
-            raise_army(6000);
             std::thread(watcher).detach();
+            raise_army(6000);
         }
     }
     if (count > capacity) {
