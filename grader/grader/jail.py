@@ -8,7 +8,8 @@ grader. It sees only what its step needs:
 
   compile   /usr and the CUDA toolkit read-only, the kit's public headers (harness/include) and the
             runner's objects read-only, its work folder, a private /tmp; a kit, a class or outputs
-            kept under /usr (/usr/local) covered by an empty folder
+            kept under /usr (/usr/local) covered by an empty folder, and the forbidden libraries'
+            files (cuBLAS, cuFFT, ...) by /dev/null: kernel.cu could `.incbin` one into its object
   run       the runtime libraries the runner loads (the C and C++ runtimes, libcuda and the driver's
             own helpers: no cuBLAS, cuFFT, cuDNN, NCCL, no toolkit), /dev/nvidia*, its work folder,
             a private /tmp; compute-sanitizer's or Nsight Compute's folder too when it runs under one, with
@@ -68,6 +69,10 @@ class Jail:
     stage: Optional[Path] = None
     """A folder of copies of the kit files a jailed step reads (expose()), readable by the jailed
     user; None: the files are bound where they are."""
+    emptied: list = field(default_factory=list)
+    """The forbidden libraries' files (FORBIDDEN_LIBS) in the toolkit and the system folders, each covered
+    by /dev/null where code is compiled: an asm block's `.incbin "libcublas.so"` would put cuBLAS's GPU code
+    into the student's object, in a section of its own that the scan of its strings never reads."""
     hidden: list = field(default_factory=list)
     """Folders never to be seen (the kit, the class, the outputs): where one lies under the system
     folders a view binds (a kit installed in /usr/local), an empty tmpfs covers it there."""
@@ -124,6 +129,8 @@ class Jail:
             a += _system_dirs()
         elif view == "compile":
             a += _system_dirs() + _ro(self.toolkit) + _ro("/etc/alternatives")
+            for f in self.emptied:
+                a += ["--ro-bind", os.devnull, f]
         elif view in ("run", "sanitize", "profile"):
             if shows_system:  # a profiled run
                 # ncu and the system files it needs (read-only, as when compiling), before the libraries:
@@ -172,7 +179,8 @@ class Jail:
             "user": f"uid {NOBODY} in its own user namespace ({outside}), no capabilities, no_new_privs, no further "
                     f"namespaces",
             "network": "cut (own network namespace)",
-            "filesystem": ("compile: /usr and the CUDA toolkit read-only; run: the C/C++ runtimes and libcuda "
+            "filesystem": ("compile: /usr and the CUDA toolkit read-only, the math libraries' files (cuBLAS, cuFFT, "
+                           "...) empty; run: the C/C++ runtimes and libcuda "
                            "only, /dev/nvidia*; both: the submission's work folder and a private /tmp, nothing else"),
             "processes": f"own PID namespace, ended with the run; {lim.describe_processes()}",
             "memory": lim.describe_memory(),
@@ -235,6 +243,7 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     sanitizer = sanitizer_executable()
     libs = runtime_libraries(probe)
     jail = Jail(bwrap=bwrap, toolkit=toolkit, include=Path(include).resolve(), runtime=libs,
+                emptied=library_files(toolkit),
                 devices=sorted(str(d) for d in Path("/dev").glob("nvidia*") if d.is_char_device()),
                 sanitizer=Path(sanitizer).parent if sanitizer else None, profiler=profiler_folder(),
                 limits=limits or Limits(), stage=stage,
@@ -366,6 +375,22 @@ FORBIDDEN_LIBS = ("libcublas", "libcublasLt", "libcufft", "libcudnn", "libnccl",
                    "libcurand", "libnvblas")
 """Libraries no runner may load: never bound into a run jail, and reported by the judge as a forbidden
 call (naming the library) if a runner outside a jail maps one."""
+
+
+def library_files(toolkit: Path) -> list:
+    """The files of the forbidden libraries (shared and static) that the compile view would show: in
+    the toolkit's library folders and the system's, each as resolved, regular files only."""
+    folders = [toolkit / "lib64", toolkit / "lib", *toolkit.glob("targets/*/lib"),
+               *(Path(d) for d in ("/usr/lib", "/usr/lib64", "/usr/local/lib", "/usr/lib/x86_64-linux-gnu",
+                                   "/usr/lib/aarch64-linux-gnu"))]
+    found = set()
+    for d in folders:
+        if d.is_dir():
+            for f in d.iterdir():
+                if _forbidden(f.name) and f.resolve().is_file() and f"{f.resolve()}/".startswith(
+                        (*_UNDER_SYSTEM, f"{toolkit}/")):
+                    found.add(str(f.resolve()))
+    return sorted(found)
 
 
 def _forbidden(path: str) -> bool:

@@ -328,6 +328,28 @@ def test_in_the_compile_view_kernel_cu_compiles_but_cannot_include_the_reference
     assert "trmm" in (box.root / "fine" / "symbols.txt").read_text()
 
 
+def test_in_the_compile_view_a_forbidden_library_cannot_be_embedded_in_the_object(box, tmp_path):
+    """An asm block's `.incbin` puts any file the compiler can read into the object, in a section of the
+    program's choosing that the scan of its strings never reads: cuBLAS's GPU code would then be in the
+    runner, for it to load through a driver function looked up by a name built at run time. There the
+    forbidden libraries are /dev/null: the assembler finds no file to embed (or nothing in it)."""
+    libs = [f for f in box.jail.emptied if os.path.getsize(f) > 4 << 20]
+    if not libs:
+        pytest.skip("this toolkit has no forbidden library of 4 MiB or more (cuBLAS, cuFFT, ...)")
+    lib = min(libs, key=os.path.getsize)
+    src = tmp_path / "kernel.cu"
+    src.write_text(f'asm(".section .kit_blob, \\"a\\"\\n.incbin \\"{lib}\\"\\n.previous");\n'
+                   'void trmm(int n, const double* A, double* B) { }\n')
+    work = box.root / "embed"
+    work.mkdir()
+    ok, messages = build.compile_submission(src, work, "sm_90", 300)
+    if not ok:
+        assert f"file not found: {lib}" in messages, messages
+        return
+    size = (work / "kernel.o").stat().st_size
+    assert size < 1 << 20, f"{size} bytes: {lib} ({os.path.getsize(lib)} bytes) went into the object"
+
+
 def test_without_bubblewrap_there_is_no_jail_and_the_message_says_how_to_get_one(monkeypatch):
     real = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real(name))
