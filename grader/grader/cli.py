@@ -28,8 +28,47 @@ EXIT_CANNOT_GRADE = 2    # bad input, no GPU, or a kit problem
 
 
 def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.verb == "arch":
+        print(gpu.arch_or_default())
+        return 0
+    try:
+        if args.verb == "list":
+            for name in tasks.registry():
+                print(f"{name:<10} {tasks.load(name).title}")
+            return 0
+        if args.verb in ("batch", "gradescope", "bench", "calibrate", "similarity"):
+            return importlib.import_module(f".{args.verb}", __package__).main(args)
+        if args.verb in ("handouts", "dist"):
+            # Instructor-side modules (Jinja2, Chromium), imported only for their verb.
+            return importlib.import_module(f".{args.verb}", __package__).main(args)
+        return _grade(args)
+    except JailError as e:
+        print(f"grader: no jail for student code, so nothing was run: {e}", file=sys.stderr)
+        return EXIT_CANNOT_GRADE
+    except (tasks.TaskError, KitError, gpu.NoGpu) as e:
+        print(f"grader: {e}", file=sys.stderr)
+        return EXIT_CANNOT_GRADE
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: one sub-command per verb, each declared by its own function below."""
     ap = argparse.ArgumentParser(prog="grader", description="The CUDA course kit's grader.")
     sub = ap.add_subparsers(dest="verb", required=True)
+    _grade_verb(sub)
+    _handouts_verb(sub)
+    _dist_verb(sub)
+    _batch_verb(sub)
+    _similarity_verb(sub)
+    _gradescope_verb(sub)
+    _bench_verb(sub)
+    _calibrate_verb(sub)
+    sub.add_parser("arch", help="print the local GPU's architecture (sm_90 without a GPU)")
+    sub.add_parser("list", help="list the assignments")
+    return ap
+
+
+def _grade_verb(sub) -> None:
     g = sub.add_parser("grade", help="build, check, time and score submissions")
     g.add_argument("assignments", nargs="*", help="assignment names (default: all in the registry)")
     g.add_argument("--submission", type=Path, help="the kernel.cu to grade (default: student_template/<name>/kernel.cu)")
@@ -39,13 +78,22 @@ def main(argv=None) -> int:
     g.add_argument("--hidden", action="store_true", help="include the hidden cases (TA grading)")
     g.add_argument("--profile", action="store_true", help="after grading, profile one call with Nsight Compute: "
                                                           "numbers per kernel, hints, a roofline (not scored)")
+
+
+def _handouts_verb(sub) -> None:
     h = sub.add_parser("handouts", help="render every handout (Markdown, HTML, PDF) and the index")
     h.add_argument("--out", type=Path, help="output folder (default: build/handouts)")
     h.add_argument("--no-pdf", action="store_true", help="Markdown and HTML only (no Chromium needed)")
     h.add_argument("--templates", type=Path, help="the templates' folder (default: handouts/)")
+
+
+def _dist_verb(sub) -> None:
     d = sub.add_parser("dist", help="build the student kit (no references, no hidden cases)")
     d.add_argument("--out", type=Path, help="the tarball (default: build/dist/cuda-kit-student.tar.gz)")
     d.add_argument("--no-pdf", action="store_true", help="handouts in Markdown and HTML only (no Chromium needed)")
+
+
+def _batch_verb(sub) -> None:
     b = sub.add_parser("batch", help="grade a whole class: every student entry in a folder (TAs)")
     b.add_argument("submissions", type=Path, help="folder with one entry per student (folder, .zip, .tar.gz, "
                                                    "or a Gradescope/LMS export)")
@@ -87,21 +135,33 @@ def main(argv=None) -> int:
     b.add_argument("--similarity", action="store_true", help="after grading, report the submissions that share code "
                                                               "(needs copydetect)")
     b.add_argument("--threshold", type=float, help="with --similarity: the score reported from (default 0.6)")
+
+
+def _similarity_verb(sub) -> None:
     si = sub.add_parser("similarity", help="on a batch's output: the submissions that share code, with each other, "
                                            "the reference or the lecture's examples (TAs; needs copydetect)")
     si.add_argument("out", type=Path, help="the batch's output folder")
     si.add_argument("--threshold", type=float, default=0.6, help="the score reported from (default 0.6)")
+
+
+def _gradescope_verb(sub) -> None:
     gs = sub.add_parser("gradescope", help="grade inside Gradescope's autograder (source/, submission/, results/)")
     gs.add_argument("--root", type=Path, default=Path("/autograder"), help="the autograder folder (default /autograder)")
     gs.add_argument("--assignments", nargs="+", metavar="A", help="the assignments this autograder grades "
                                                                   "(default: whichever files the submission holds)")
     gs.add_argument("--no-isolation", action="store_true", help="run student code WITHOUT the jail (debugging only)")
+
+
+def _bench_verb(sub) -> None:
     be = sub.add_parser("bench", help="grade every hidden reference on this GPU: rates next to the library "
                                       "baselines and the physical limit, stage times, spread over repeats")
     be.add_argument("assignments", nargs="*", help="assignment names (default: all in the registry)")
     be.add_argument("--out", type=Path, help="output folder (default: bench/<gpu>/)")
     be.add_argument("--repeat", type=int, default=1, help="grade each reference N times and report the spread "
                                                           "of its rate (default 1)")
+
+
+def _calibrate_verb(sub) -> None:
     ca = sub.add_parser("calibrate", help="measure the baselines on this GPU and make its threshold profile, "
                                           "or (--estimate) estimate the profiles of the other GPUs")
     ca.add_argument("assignments", nargs="*", help="assignment names (default: all in the registry)")
@@ -110,30 +170,6 @@ def main(argv=None) -> int:
     ca.add_argument("--estimate", action="store_true", help="no measuring (no GPU needed): derive the profiles of "
                                                             "the GPUs of gpus.json without a measured one from a "
                                                             "measured one by datasheet ratios")
-    sub.add_parser("arch", help="print the local GPU's architecture (sm_90 without a GPU)")
-    sub.add_parser("list", help="list the assignments")
-    args = ap.parse_args(argv)
-
-    if args.verb == "arch":
-        print(gpu.arch_or_default())
-        return 0
-    try:
-        if args.verb == "list":
-            for name in tasks.registry():
-                print(f"{name:<10} {tasks.load(name).title}")
-            return 0
-        if args.verb in ("batch", "gradescope", "bench", "calibrate", "similarity"):
-            return importlib.import_module(f".{args.verb}", __package__).main(args)
-        if args.verb in ("handouts", "dist"):
-            # Instructor-side modules (Jinja2, Chromium), imported only for their verb.
-            return importlib.import_module(f".{args.verb}", __package__).main(args)
-        return _grade(args)
-    except JailError as e:
-        print(f"grader: no jail for student code, so nothing was run: {e}", file=sys.stderr)
-        return EXIT_CANNOT_GRADE
-    except (tasks.TaskError, KitError, gpu.NoGpu) as e:
-        print(f"grader: {e}", file=sys.stderr)
-        return EXIT_CANNOT_GRADE
 
 
 def _grade(args) -> int:
