@@ -28,8 +28,9 @@
 // once its L2 flush has run, just before its clock starts.)
 // Around each timed run (outside the clock) the judge reads how long its own thread and the runner's
 // waited for a CPU that other processes had, and how much CPU the runner's other threads and
-// processes used meanwhile (that one before the inputs are written: its cost is the runner's to choose): the grader tells a run slowed by a busy machine from one the program
-// slowed itself (performance.py).
+// processes used meanwhile (counted before the inputs are written: what that costs is the runner's
+// to choose): the grader tells a run slowed by a busy machine from one the program slowed itself
+// (performance.py).
 // Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
 // Where one of the judge's own allocations finds the GPU's memory gone (a runner that took it and
 // keeps it), the session ends with an "out_of_memory" record: the runner's verdict, not a kit error.
