@@ -381,8 +381,7 @@ def library_files(toolkit: Path) -> list:
     """The files of the forbidden libraries (shared and static) that the compile view would show: in
     the toolkit's library folders and the system's, each as resolved, regular files only."""
     folders = [toolkit / "lib64", toolkit / "lib", *toolkit.glob("targets/*/lib"),
-               *(Path(d) for d in ("/usr/lib", "/usr/lib64", "/usr/local/lib", "/usr/lib/x86_64-linux-gnu",
-                                   "/usr/lib/aarch64-linux-gnu"))]
+               *(Path(d) for d in ("/usr/lib", "/usr/lib64", "/usr/local/lib")), *Path("/usr/lib").glob("*-linux-gnu")]
     found = set()
     for d in folders:
         if d.is_dir():

@@ -36,6 +36,12 @@ def load_or_skip(name, gpu):
     return task
 
 
+def assert_below_expected_performance(want, task, score, correctness_points, message) -> None:
+    """`// expect-performance-below: F`: the submission earned less than F of the performance points."""
+    if want.performance_below is not None:
+        assert score - correctness_points < want.performance_below * task.points["performance"], message
+
+
 @pytest.mark.parametrize("name", tasks.registry())
 def test_the_hidden_reference_gets_full_marks(local_gpu, corpus, name):
     task = load_or_skip(name, local_gpu)
@@ -63,9 +69,7 @@ def test_each_known_submission_gets_its_expected_verdict(local_gpu, corpus, name
     r = corpus.record(name, path)
     assert r["verdict"] == want.verdict, f"{r['verdict']}: {r['message']}"
     assert want.message in r["message"]
-    if want.performance_below is not None:
-        earned = r["score"] - r["correctness_points"]
-        assert earned < want.performance_below * task.points["performance"], r["message"]
+    assert_below_expected_performance(want, task, r["score"], r["correctness_points"], r["message"])
     if want.verdict == "correct":
         # Correct and timed in full: work left on another stream counts, so the rate is possible.
         assert all(p["rate"] <= p["peak"] for p in r["performance"] if p["peak"])
@@ -95,8 +99,7 @@ def test_a_runner_of_thousands_of_idle_threads_gets_no_time_between_the_judges_i
     want = gpu_corpus.expectation(path, jailed=False)
     r = grade(task, path, local_gpu)
     assert r.verdict == Verdict(want.verdict), f"{r.verdict.value}: {r.message}"
-    earned = r.score - r.correctness_points
-    assert earned < want.performance_below * task.points["performance"], r.message
+    assert_below_expected_performance(want, task, r.score, r.correctness_points, r.message)
 
 
 def test_a_compile_that_holds_a_core_cannot_slow_the_library_or_the_empty_call_timed_beside_it(local_gpu, tmp_path):
