@@ -152,7 +152,7 @@ def scan_forbidden(obj: Path) -> list:
             seen.add((library, call))
             found.append(Forbidden(library, call))
 
-    for library, call in _by_name(obj) + _by_macro(obj.with_suffix(".cu")):
+    for library, call in _by_name(obj) + _by_registration(obj) + _by_macro(obj.with_suffix(".cu")):
         add(library, call)
     for line in out.splitlines():
         parts = line.split(None, 2) if line[:1] != " " else ["", *line.split(None, 1)]
@@ -216,6 +216,20 @@ def _read_only_data(obj: Path) -> bytes:
         return b""
     if data[:4] != b"\x7fELF" or data[4] != 2:  # nvcc on Linux makes 64-bit ELF objects
         return data
+    return b"\0".join(data[h.offset:h.offset + h.size] for h in _sections(data) if h.name.startswith(b".rodata"))
+
+
+@dataclass
+class _Section:
+    name: bytes
+    type: int
+    offset: int
+    size: int
+    link: int
+
+
+def _sections(data: bytes) -> list:
+    """The section headers of a 64-bit little-endian ELF object."""
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
@@ -224,7 +238,38 @@ def _read_only_data(obj: Path) -> bytes:
     def name(h):
         start = names[4] + h[0]
         return data[start:data.index(b"\0", start)]
-    return b"\0".join(data[h[4]:h[4] + h[5]] for h in headers if name(h).startswith(b".rodata"))
+    return [_Section(name(h), h[1], h[4], h[5], h[6]) for h in headers]
+
+
+_REGISTRATION = re.compile(rb"__cudaRegister(?:FatBinary|LinkedBinary)\w*")
+"""The CUDA runtime's hooks that register a GPU binary with the process. nvcc's stub for kernel.cu
+calls __cudaRegisterFatBinary and __cudaRegisterFatBinaryEnd once each, for the code nvcc compiled
+(even where the file has no kernel); a second call registers an image the program carries, which
+then launches as any kernel would."""
+
+
+def _by_registration(obj: Path) -> list:
+    """A GPU binary registered by hand: more references to a registration hook in the object's
+    relocations (calls, and addresses taken) than nvcc's own stub makes."""
+    try:
+        data = obj.read_bytes()
+        if data[:4] != b"\x7fELF" or data[4] != 2:
+            return []
+        sections = _sections(data)
+        counts = {}
+        for rela in (s for s in sections if s.type == 4):  # SHT_RELA, against the symbol table it links
+            symtab = sections[rela.link]
+            strtab = sections[symtab.link]
+            for at in range(rela.offset, rela.offset + rela.size - 23, 24):
+                info, = struct.unpack_from("<Q", data, at + 8)
+                sym = symtab.offset + (info >> 32) * 24
+                name_at = strtab.offset + struct.unpack_from("<I", data, sym)[0]
+                name = data[name_at:data.index(b"\0", name_at)]
+                if _REGISTRATION.fullmatch(name):
+                    counts[name] = counts.get(name, 0) + 1
+    except (OSError, struct.error, ValueError, IndexError) as e:
+        raise ScanError(f"the relocations of {obj.name} could not be read ({e})")
+    return [("prebuilt GPU code registered by hand", name.decode()) for name, n in sorted(counts.items()) if n > 1]
 
 
 def _by_macro(source: Path) -> list:

@@ -87,6 +87,11 @@ void trmm(int n, const double* A, double* B) {
 }
 """
 
+NO_KERNEL = """\
+#include <cstring>
+void trmm(int n, const double* A, double* B) { (void)n; (void)A; (void)B; }
+"""
+
 WRONG_SIGNATURE = """\
 __global__ void add_one(int n, double* B) { if (threadIdx.x < n) B[threadIdx.x] += 1; }
 void trmm(int n, double* A, double* B) { add_one<<<1, 32>>>(n, B); }  // A is not const
@@ -104,6 +109,8 @@ SOURCES = {
     "cubin_loader": CUBIN_LOADER,
     "library_load": TESTS / "hostile_library_load.cu",
     "dlsym_cublas": DLSYM_CUBLAS,
+    "register_fatbinary": TESTS / "hostile_register_fatbinary.cu",
+    "no_kernel": NO_KERNEL,
 }
 
 
@@ -176,6 +183,19 @@ def test_a_prebuilt_gpu_binary_loaded_by_calling_the_runtime_s_library_api_direc
     c = compiled["library_load"]
     assert c.ok, c.messages
     assert Forbidden("prebuilt GPU code loaded at run time", "cudaLibraryLoadData") in c.forbidden
+
+
+def test_a_prebuilt_gpu_binary_registered_through_the_runtime_s_start_up_hooks_is_forbidden(compiled):
+    """nvcc's stub calls __cudaRegisterFatBinary once; the file calls it a second time, by hand."""
+    c = compiled["register_fatbinary"]
+    assert c.ok, c.messages
+    assert Forbidden("prebuilt GPU code registered by hand", "__cudaRegisterFatBinary") in c.forbidden
+
+
+def test_nvcc_s_own_registration_of_a_file_without_kernels_is_not_taken_for_a_prebuilt_binary(compiled):
+    c = compiled["no_kernel"]
+    assert c.ok, c.messages
+    assert c.forbidden == []
 
 
 def test_a_library_and_a_function_looked_up_by_name_at_run_time_are_forbidden(compiled):
