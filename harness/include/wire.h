@@ -111,9 +111,19 @@ double others_cpu_ms(int pid);
 // The shared libraries mapped into process `pid`, as paths (from /proc/PID/maps); `ok` false when
 // the map could not be read.
 std::vector<std::string> mapped_libraries(int pid, bool& ok);
-// The first library whose file name starts with one of `prefixes`, mapped into process `pid` or into
-// another process of its session (what it started); "" when there is none. A runner whose map cannot
-// be read (it made itself unreadable) gets a name that says so.
-std::string forbidden_library(int pid, const std::vector<std::string>& prefixes);
+// The program process `pid` runs (its /proc/PID/exe), "" where it cannot be read.
+std::string program_of(int pid);
+// Code in process `pid` that no file of the system holds, described in a line ("" when there is
+// none): an executable mapping of anonymous memory (the kernel's [vdso] and [vsyscall] aside), of a
+// memfd, of a deleted file, or of a file under `writable`, /tmp, /dev/shm or /var/tmp other than
+// `program`. That is how a library the grading machine does not offer gets into a process: copied
+// into memory from bytes the program carries, or written to a file and loaded, under any name.
+// An honest runner maps code from its own program and the system's libraries only.
+std::string foreign_code(int pid, const std::string& program, const std::string& writable);
+// The first library whose file name starts with one of `prefixes`, or the first foreign code (above,
+// `writable` being the runner's work folder), mapped into process `pid` or into another process of
+// its session (what it started); "" when there is none. A runner whose map cannot be read (it made
+// itself unreadable) gets a name that says so.
+std::string forbidden_library(int pid, const std::vector<std::string>& prefixes, const std::string& writable = "");
 
 }  // namespace kit::wire

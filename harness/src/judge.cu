@@ -31,7 +31,9 @@
 // processes used meanwhile (counted before the inputs are written: what that costs is the runner's
 // to choose): the grader tells a run slowed by a busy machine from one the program slowed itself
 // (performance.py).
-// Between cases the judge reads the runner's memory map: a forbidden library mapped is reported.
+// Between cases the judge reads the runner's memory map: a forbidden library mapped is reported, and
+// so is code that no file of the system holds (wire::foreign_code: a library copied into memory or
+// into the work folder, under any name).
 // Where one of the judge's own allocations finds the GPU's memory gone (a runner that took it and
 // keeps it), the session ends with an "out_of_memory" record: the runner's verdict, not a kit error.
 #include <unistd.h>
@@ -332,7 +334,7 @@ private:
 
     // The runner's processes, each one's mapped libraries against the forbidden list.
     void look_for_libraries(const Case& c) {
-        std::string bad = wire::forbidden_library(runner_pid_, o_.forbidden);
+        std::string bad = wire::forbidden_library(runner_pid_, o_.forbidden, work_);
         if (bad.empty()) return;
         out_.begin().field("event", "forbidden_library").field("case", c.id).field("library", bad).end();
         throw Stop{};
@@ -349,6 +351,12 @@ private:
     Secrets secrets_;
     wire::Doorbell* bell_ = nullptr;
     int runner_pid_ = 0;
+    const std::string work_ = current_folder();   // the runner's work folder, which it can write
+
+    static std::string current_folder() {
+        char buf[4096];
+        return getcwd(buf, sizeof buf) ? buf : "";
+    }
 };
 
 }  // namespace

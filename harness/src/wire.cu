@@ -308,8 +308,62 @@ std::vector<int> session_of(int pid) {
 
 }  // namespace
 
-std::string forbidden_library(int pid, const std::vector<std::string>& prefixes) {
-    for (int p : session_of(pid)) {
+std::string program_of(int pid) {
+    char buf[4096];
+    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, (size_t)n) : "";
+}
+
+std::string foreign_code(int pid, const std::string& program, const std::string& writable) {
+    std::string maps;
+    if (!read_proc(pid, "maps", maps)) return "";
+    auto under = [](const std::string& path, const std::string& dir) {
+        return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+               (dir.back() == '/' || path[dir.size()] == '/');
+    };
+    std::istringstream in(maps);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string range, perms, offset, device, inode, path;
+        if (!(fields >> range >> perms >> offset >> device >> inode) || perms.find('x') == std::string::npos) continue;
+        std::getline(fields, path);
+        path.erase(0, path.find_first_not_of(' '));
+        if (path.empty())
+            return "code in anonymous memory at " + range.substr(0, range.find('-')) +
+                   " (written there by the program, loaded from no file)";
+        if (path[0] == '[') continue;   // the kernel's own pages: [vdso], [vsyscall]
+        if (path.compare(0, 7, "/memfd:") == 0) return path + " (code loaded from memory, from no file)";
+        if (path == program) continue;
+        const std::string deleted = " (deleted)";
+        if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+            return path + " (code loaded from a file deleted since)";
+        for (const std::string& dir : {writable, std::string("/tmp"), std::string("/dev/shm"), std::string("/var/tmp")})
+            if (under(path, dir)) return path + " (code loaded from a file the program could write)";
+    }
+    return "";
+}
+
+// The processes to look into for process `pid`: its session (what it started), and every process
+// running its program (what it forked, in any session: a runner whose hello came from a forked child
+// of its own is found through that child's program).
+static std::vector<int> watched(int pid, const std::string& program) {
+    std::vector<int> pids = session_of(pid);
+    if (program.empty()) return pids;
+    std::set<int> seen(pids.begin(), pids.end());
+    if (DIR* d = opendir("/proc")) {
+        while (dirent* e = readdir(d)) {
+            int other = std::atoi(e->d_name);
+            if (other > 0 && !seen.count(other) && program_of(other) == program) pids.push_back(other);
+        }
+        closedir(d);
+    }
+    return pids;
+}
+
+std::string forbidden_library(int pid, const std::vector<std::string>& prefixes, const std::string& writable) {
+    const std::string program = program_of(pid);
+    for (int p : watched(pid, program)) {
         bool ok = false;
         std::vector<std::string> libs = mapped_libraries(p, ok);
         if (!ok && p == pid && access(("/proc/" + std::to_string(p)).c_str(), F_OK) == 0)
@@ -319,6 +373,9 @@ std::string forbidden_library(int pid, const std::vector<std::string>& prefixes)
             for (const std::string& f : prefixes)
                 if (!f.empty() && base.compare(0, f.size(), f) == 0) return base;
         }
+        // The runner's own program (in the work folder), in the runner and in what it forked.
+        std::string foreign = foreign_code(p, program, writable);
+        if (!foreign.empty()) return foreign;
     }
     return "";
 }

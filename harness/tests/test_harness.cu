@@ -12,6 +12,8 @@
 
 #include <csignal>
 #include <sched.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,22 +120,84 @@ TEST_CASE("a message that is not the wire's is refused") {
 
 TEST_CASE("the judge's scan of the runner's session goes on while other processes come and go") {
     // A process that ends between the scan opening its /proc files and reading them must not end the
-    // judge: a runner (or a build beside it) can start and end processes as fast as it likes.
-    std::atomic<bool> stop{false};
-    std::thread churn([&] {
-        while (!stop) {
-            pid_t c = fork();
-            if (c == 0) _exit(0);
-            if (c > 0) waitpid(c, nullptr, 0);
-        }
-    });
-    int scans = 0;
-    for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-         std::chrono::steady_clock::now() < end; scans++)
-        CHECK(wire::forbidden_library(getpid(), {"libnothing_by_this_name"}) == "");
-    stop = true;
-    churn.join();
-    CHECK(scans > 0);
+    // judge: a runner (or a build beside it) can start and end processes as fast as it likes. The scan
+    // runs in a child with a session of its own, as the runner has one: the processes of this test's
+    // session (a shell, make, a CI runner) are not the scan's business.
+    pid_t scanner = fork();
+    REQUIRE(scanner >= 0);
+    if (scanner == 0) {
+        setsid();
+        std::atomic<bool> stop{false};
+        std::thread churn([&] {
+            while (!stop) {
+                pid_t c = fork();
+                if (c == 0) _exit(0);
+                if (c > 0) waitpid(c, nullptr, 0);
+            }
+        });
+        int scans = 0, found = 0;
+        for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+             std::chrono::steady_clock::now() < end; scans++)
+            found += wire::forbidden_library(getpid(), {"libnothing_by_this_name"}) != "";
+        stop = true;
+        churn.join();
+        _exit(scans > 0 && found == 0 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(scanner, &status, 0) == scanner);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("code mapped from anonymous memory, a memfd, a deleted file or a writable folder is foreign; the program's own is not") {
+    // How a library the machine does not offer gets into a runner: its bytes, carried in the program,
+    // copied into memory or into the work folder and mapped, under any name (the judge looks between
+    // cases: wire::forbidden_library).
+    const std::string me = wire::program_of(getpid());
+    REQUIRE(!me.empty());
+    const std::string my_folder = me.substr(0, me.rfind('/'));
+    CHECK(wire::foreign_code(getpid(), me, my_folder) == "");   // this program, in a folder it may write
+
+    void* page = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(page != MAP_FAILED);
+    CHECK_THAT(wire::foreign_code(getpid(), me, ""), Catch::Contains("anonymous memory"));
+    munmap(page, 4096);
+    CHECK(wire::foreign_code(getpid(), me, my_folder) == "");
+
+    const int fd = memfd_create("kit_test_code", 0);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, 4096) == 0);
+    page = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    if (page == MAP_FAILED) {
+        WARN("this kernel refuses executable memfd mappings (vm.memfd_noexec): nothing to find there");
+    } else {
+        CHECK_THAT(wire::foreign_code(getpid(), me, ""), Catch::Contains("/memfd:kit_test_code") && Catch::Contains("from memory"));
+        munmap(page, 4096);
+    }
+    close(fd);
+
+    // A file in a folder the program may write, mapped, then deleted while mapped.
+    char folder[] = "kit_test_code_XXXXXX";
+    REQUIRE(mkdtemp(folder) != nullptr);
+    char here[4096];
+    REQUIRE(getcwd(here, sizeof here) != nullptr);
+    const std::string writable = std::string(here) + "/" + folder, file = writable + "/k";
+    const int f = open(file.c_str(), O_RDWR | O_CREAT, 0600);
+    REQUIRE(f >= 0);
+    REQUIRE(ftruncate(f, 4096) == 0);
+    page = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, f, 0);
+    close(f);
+    if (page == MAP_FAILED) {
+        WARN("this folder's file system refuses executable mappings (noexec): nothing to find there");
+    } else {
+        CHECK_THAT(wire::foreign_code(getpid(), me, writable), Catch::Contains(file) && Catch::Contains("could write"));
+        unlink(file.c_str());
+        CHECK_THAT(wire::foreign_code(getpid(), me, ""), Catch::Contains("deleted since"));
+        munmap(page, 4096);
+    }
+    unlink(file.c_str());
+    rmdir(folder);
+    CHECK(wire::foreign_code(getpid(), me, my_folder) == "");
 }
 
 TEST_CASE("a thread that shares its CPU with a busy process is seen waiting for it") {
