@@ -116,9 +116,11 @@ std::string program_of(int pid);
 // Code in process `pid` that no file of the system holds, described in a line ("" when there is
 // none): an executable mapping of anonymous memory (the kernel's [vdso] and [vsyscall] aside), of a
 // memfd, of a deleted file, or of a file under `writable`, /tmp, /dev/shm or /var/tmp other than
-// `program`. That is how a library the grading machine does not offer gets into a process: copied
-// into memory from bytes the program carries, or written to a file and loaded, under any name.
-// An honest runner maps code from its own program and the system's libraries only.
+// `program`; a mapping both writable and executable; a file's code with pages the process wrote
+// (`program`'s too). That is how a library the grading machine does not offer gets into a process:
+// copied into memory from bytes the program carries, written to a file and loaded, under any name,
+// or copied over code already there. An honest runner maps code from its own program and the
+// system's libraries only, and never writes to it.
 std::string foreign_code(int pid, const std::string& program, const std::string& writable);
 // The first library whose file name starts with one of `prefixes`, or the first foreign code (above,
 // `writable` being the runner's work folder), mapped into process `pid` or into another process of

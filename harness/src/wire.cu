@@ -315,18 +315,31 @@ std::string program_of(int pid) {
 }
 
 std::string foreign_code(int pid, const std::string& program, const std::string& writable) {
-    std::string maps;
-    if (!read_proc(pid, "maps", maps)) return "";
+    std::string smaps;   // the memory map, each mapping followed by its page counts
+    if (!read_proc(pid, "smaps", smaps)) return "";
     auto under = [](const std::string& path, const std::string& dir) {
         return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
                (dir.back() == '/' || path[dir.size()] == '/');
     };
-    std::istringstream in(maps);
-    std::string line;
+    const std::string deleted = " (deleted)";
+    std::istringstream in(smaps);
+    std::string line, code;   // code: the executable file mapping the lines that follow belong to
     while (std::getline(in, line)) {
+        if (line.compare(0, 10, "Anonymous:") == 0) {
+            // A page of a file's code the process wrote to: its own copy, no longer the file's. (Not
+            // Private_Dirty: that counts the file's own pages not yet written to disk, as a program
+            // just linked has.)
+            if (!code.empty() && std::strtol(line.c_str() + 10, nullptr, 10) > 0)
+                return code + " (code changed in memory after it was loaded)";
+            continue;
+        }
         std::istringstream fields(line);
         std::string range, perms, offset, device, inode, path;
-        if (!(fields >> range >> perms >> offset >> device >> inode) || perms.find('x') == std::string::npos) continue;
+        if (!(fields >> range >> perms >> offset >> device >> inode) || range.find('-') == std::string::npos ||
+            perms.size() != 4)
+            continue;   // a page count of the mapping above
+        code.clear();
+        if (perms[2] != 'x') continue;
         std::getline(fields, path);
         path.erase(0, path.find_first_not_of(' '));
         if (path.empty())
@@ -334,8 +347,9 @@ std::string foreign_code(int pid, const std::string& program, const std::string&
                    " (written there by the program, loaded from no file)";
         if (path[0] == '[') continue;   // the kernel's own pages: [vdso], [vsyscall]
         if (path.compare(0, 7, "/memfd:") == 0) return path + " (code loaded from memory, from no file)";
+        if (perms[1] == 'w') return path + " (code the program can write: mapped writable and executable)";
+        code = path;
         if (path == program) continue;
-        const std::string deleted = " (deleted)";
         if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
             return path + " (code loaded from a file deleted since)";
         for (const std::string& dir : {writable, std::string("/tmp"), std::string("/dev/shm"), std::string("/var/tmp")})

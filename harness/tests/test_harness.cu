@@ -200,6 +200,36 @@ TEST_CASE("code mapped from anonymous memory, a memfd, a deleted file or a writa
     CHECK(wire::foreign_code(getpid(), me, my_folder) == "");
 }
 
+__attribute__((noinline)) int some_code() { return 42; }
+
+TEST_CASE("code made writable, or written to once loaded, is foreign, in the program's own file too") {
+    // Bytes carried in the program could be copied over code already mapped (its own, or a system
+    // library's), where no new mapping shows. Done in a child: the page stays changed for its life.
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        const std::string me = wire::program_of(getpid());
+        const long size = sysconf(_SC_PAGESIZE);
+        volatile char* page = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(&some_code) & ~uintptr_t(size - 1));
+        int wrong = wire::foreign_code(getpid(), me, "") != "" ? 1 : 0;
+        if (mprotect((void*)page, size, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) _exit(100);
+        if (wire::foreign_code(getpid(), me, "").find("writable and executable") == std::string::npos) wrong |= 2;
+        page[0] = page[0];   // the same byte: the page is now the process's own copy
+        mprotect((void*)page, size, PROT_READ | PROT_EXEC);
+        if (wire::foreign_code(getpid(), me, "").find("changed in memory") == std::string::npos) wrong |= 4;
+        _exit(wrong + (some_code() == 42 ? 0 : 8));
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 100) {
+        WARN("this system refuses to make code writable (mprotect): nothing to find there");
+        return;
+    }
+    INFO("1: found before any change, 2: writable code not found, 4: changed code not found");
+    CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("a thread that shares its CPU with a busy process is seen waiting for it") {
     // The judge reads these waits around every timed run: a run slowed by other processes on the
     // machine is told from one that had the CPU throughout.
