@@ -313,6 +313,17 @@ def test_a_library_loaded_at_run_time_by_a_forbidden_name_is_reported_naming_it(
     assert bad and bad[0]["library"] == "libcublas.so.99"
 
 
+@pytest.mark.parametrize("mode,said", [("anonymous", "anonymous memory"), ("memory", "from memory"),
+                                       ("patched", "changed in memory"), ("decoy", "from memory")])
+def test_code_no_file_of_the_system_holds_is_reported_however_the_runner_got_it(kit, mode, said):
+    """A library the machine does not offer would reach a runner as bytes it carries: run from anonymous
+    memory, loaded from a memfd, or copied over code already mapped; or held by the runner while a
+    forked child in a session of its own says hello and serves the judge."""
+    out = judge(kit, "foreign", plan=CORRECTNESS, env={"KIT_TEST_FOREIGN": mode})
+    bad = events(out, "forbidden_library")
+    assert bad and said in bad[0]["library"], out["records"]
+
+
 def test_a_runner_that_loads_nothing_forbidden_is_not_reported(kit):
     out = judge(kit, "library", plan=CORRECTNESS, env={"KIT_TEST_LIBRARY": "libm.so.6"})
     assert not events(out, "forbidden_library")
