@@ -152,7 +152,9 @@ def scan_forbidden(obj: Path) -> list:
             seen.add((library, call))
             found.append(Forbidden(library, call))
 
-    for library, call in _by_name(obj) + _by_registration(obj) + _by_macro(obj.with_suffix(".cu")):
+    data, sections = _elf(obj)
+    for library, call in (_by_name(data, sections) + _by_registration(obj, data, sections)
+                          + _by_macro(obj.with_suffix(".cu"))):
         add(library, call)
     for line in out.splitlines():
         parts = line.split(None, 2) if line[:1] != " " else ["", *line.split(None, 1)]
@@ -193,30 +195,20 @@ _BY_NAME = re.compile(rb"\b((?:" + b"|".join(lib.encode() for lib in FORBIDDEN_L
 _RENAMED = re.compile(rf"^\s*#\s*define\s+(Device(?:{_CUB_ALGORITHMS})\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b", re.M)
 
 
-def _by_name(obj: Path) -> list:
+def _by_name(data: bytes, sections) -> list:
     """What the object asks for by name, as text: a prebuilt GPU binary loaded through the driver
     (cuModuleLoadData and the like, found with cuGetProcAddress or dlsym), or a forbidden library or
-    function looked up at run time (dlopen("libcublas.so"), dlsym(h, "cublasDgemm_v2"))."""
-    data = _read_only_data(obj)
+    function looked up at run time (dlopen("libcublas.so"), dlsym(h, "cublasDgemm_v2")). Only its
+    read-only data (.rodata*: its string constants) is read, not its symbol table, where a call made
+    the ordinary way (and found by the symbol scan) also names the function."""
+    text = data if sections is None else b"\0".join(data[h.offset:h.offset + h.size] for h in sections
+                                                     if h.name.startswith(b".rodata"))
     found = []
-    for m in _LOADERS.finditer(data):
+    for m in _LOADERS.finditer(text):
         found.append(("prebuilt GPU code loaded at run time", m.group(1).decode()))
-    for m in _BY_NAME.finditer(data):
+    for m in _BY_NAME.finditer(text):
         found.append(("a forbidden library looked up by name at run time", m.group(1).decode()))
     return found
-
-
-def _read_only_data(obj: Path) -> bytes:
-    """The object's read-only data (.rodata*: its string constants), from its ELF section table: not
-    its symbol table, where a call made the ordinary way (and found by the symbol scan) also names
-    the function."""
-    try:
-        data = obj.read_bytes()
-    except OSError:
-        return b""
-    if data[:4] != b"\x7fELF" or data[4] != 2:  # nvcc on Linux makes 64-bit ELF objects
-        return data
-    return b"\0".join(data[h.offset:h.offset + h.size] for h in _sections(data) if h.name.startswith(b".rodata"))
 
 
 @dataclass
@@ -228,17 +220,27 @@ class _Section:
     link: int
 
 
-def _sections(data: bytes) -> list:
-    """The section headers of a 64-bit little-endian ELF object."""
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    names = headers[shstrndx]
+def _elf(obj: Path) -> tuple:
+    """(the object's bytes, its section headers), read once for the scans of its strings and of its
+    relocations; the headers are None where it is not a 64-bit ELF object (nvcc on Linux makes those)."""
+    try:
+        data = obj.read_bytes()
+    except OSError:
+        return b"", None
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return data, None
+    try:
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names = headers[shstrndx]
 
-    def name(h):
-        start = names[4] + h[0]
-        return data[start:data.index(b"\0", start)]
-    return [_Section(name(h), h[1], h[4], h[5], h[6]) for h in headers]
+        def name(h):
+            start = names[4] + h[0]
+            return data[start:data.index(b"\0", start)]
+        return data, [_Section(name(h), h[1], h[4], h[5], h[6]) for h in headers]
+    except (struct.error, ValueError, IndexError) as e:
+        raise ScanError(f"the sections of {obj.name} could not be read ({e})")
 
 
 _REGISTRATION = re.compile(rb"__cudaRegister(?:FatBinary|LinkedBinary)\w*")
@@ -248,15 +250,13 @@ calls __cudaRegisterFatBinary and __cudaRegisterFatBinaryEnd once each, for the 
 then launches as any kernel would."""
 
 
-def _by_registration(obj: Path) -> list:
+def _by_registration(obj: Path, data: bytes, sections) -> list:
     """A GPU binary registered by hand: more references to a registration hook in the object's
     relocations (calls, and addresses taken) than nvcc's own stub makes."""
+    if sections is None:
+        return []
+    counts = {}
     try:
-        data = obj.read_bytes()
-        if data[:4] != b"\x7fELF" or data[4] != 2:
-            return []
-        sections = _sections(data)
-        counts = {}
         for rela in (s for s in sections if s.type == 4):  # SHT_RELA, against the symbol table it links
             symtab = sections[rela.link]
             strtab = sections[symtab.link]
@@ -267,7 +267,7 @@ def _by_registration(obj: Path) -> list:
                 name = data[name_at:data.index(b"\0", name_at)]
                 if _REGISTRATION.fullmatch(name):
                     counts[name] = counts.get(name, 0) + 1
-    except (OSError, struct.error, ValueError, IndexError) as e:
+    except (struct.error, ValueError, IndexError) as e:
         raise ScanError(f"the relocations of {obj.name} could not be read ({e})")
     return [("prebuilt GPU code registered by hand", name.decode()) for name, n in sorted(counts.items()) if n > 1]
 
