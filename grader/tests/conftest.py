@@ -39,6 +39,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus):
+    if _background is not None and _background.timeline():
+        terminalreporter.write_line(_background.timeline())
     if _background is not None and exitstatus != 0:
         terminalreporter.write_line(f"the known corpus's class, kept: {_background.root} (batch.log, out/records, "
                                     f"out/reports)")

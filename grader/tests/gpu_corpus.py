@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -272,12 +273,15 @@ class Background:
 
     def __init__(self, gpu, root: Path):
         self.root, self.corpus, self.error, self.running, self.thread = root, None, None, [], None
+        self.times = {"start": time.monotonic()}  # when each stage ended (build, graded, waited)
         try:
             # The harnesses before anything else: the kit's tests make some of the same files (test_protocol).
             build_harnesses(gpu, root)
         except Exception as e:  # noqa: BLE001 - handed to the tests that need the class
             self.error = e
             return
+        finally:
+            self.times["build"] = time.monotonic()
         self.thread = threading.Thread(target=self._grade, args=(gpu, root), daemon=True, name="corpus")
         self.thread.start()
 
@@ -286,10 +290,25 @@ class Background:
             self.corpus = grade_class(gpu, root, self.running, built=True)
         except BaseException as e:  # noqa: BLE001 - handed to the tests that need the class
             self.error = e
+        finally:
+            self.times["graded"] = time.monotonic()
 
     def wait(self) -> None:
         if self.thread is not None:
+            self.times.setdefault("asked", time.monotonic())
             self.thread.join()
+
+    def timeline(self) -> str:
+        """How long the harnesses took to build and the class to grade, and how long the GPU tests
+        waited for it (the CPU tests ran meanwhile): where the time of a `make test` goes."""
+        t = self.times
+        if "graded" not in t:
+            return ""
+        line = f"the known corpus: harnesses built in {t['build'] - t['start']:.0f} s, class graded in " \
+               f"{t['graded'] - t['build']:.0f} s"
+        if "asked" in t:
+            line += f"; the GPU tests waited {max(0.0, t['graded'] - t['asked']):.0f} s for it"
+        return line
 
     def stop(self) -> None:
         """Ends the batch if it is still grading (a test session cut short): SIGTERM stops it as Ctrl-C does."""
