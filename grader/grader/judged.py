@@ -220,7 +220,20 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
 
 
 class Forbidden(Exception):
-    """The runner's process loaded a library the assignment forbids."""
+    """The runner's process loaded a library the assignment forbids, or ran code no file of the system
+    holds."""
+
+
+def forbidden_message(record: dict) -> str:
+    """The verdict's words for the judge's forbidden_library record: a forbidden library by its file
+    name, or code from no file of the system as wire::foreign_code describes it (in words: a library's
+    file name has none)."""
+    what, where = record.get("library", ""), f"(in case {record.get('case')})"
+    if what.startswith("(unknown"):
+        return f"kernel.cu's process made its memory map unreadable: what it runs cannot be checked {where}"
+    if " " in what:
+        return f"kernel.cu's process ran code no file of the system holds: {what} {where}"
+    return f"kernel.cu's process loaded a library this assignment forbids: {what} {where}"
 
 
 def session(task, work: Path, arch: str, plan: str, label: str, case_limit: float, ncases: int,
@@ -233,8 +246,7 @@ def session(task, work: Path, arch: str, plan: str, label: str, case_limit: floa
     judge_failed(task, s)
     bad = next((r for r in s.records if r.get("event") == "forbidden_library"), None)
     if bad:
-        raise Forbidden(f"kernel.cu's process loaded a library this assignment forbids: {bad.get('library')} "
-                        f"(in case {bad.get('case')})")
+        raise Forbidden(forbidden_message(bad))
     return s
 
 

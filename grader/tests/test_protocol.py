@@ -322,6 +322,16 @@ def test_code_no_file_of_the_system_holds_is_reported_however_the_runner_got_it(
     out = judge(kit, "foreign", plan=CORRECTNESS, env={"KIT_TEST_FOREIGN": mode})
     bad = events(out, "forbidden_library")
     assert bad and said in bad[0]["library"], out["records"]
+    assert judged.forbidden_message(bad[0]).startswith("kernel.cu's process ran code no file of the system holds: ")
+
+
+def test_a_forbidden_library_is_named_as_one_and_an_unreadable_map_says_so():
+    said = {lib: judged.forbidden_message({"event": "forbidden_library", "case": "n1", "library": lib})
+            for lib in ("libcublas.so.13", "(unknown: the runner made its memory map unreadable)")}
+    assert said["libcublas.so.13"] == ("kernel.cu's process loaded a library this assignment forbids: "
+                                       "libcublas.so.13 (in case n1)")
+    assert said["(unknown: the runner made its memory map unreadable)"].startswith(
+        "kernel.cu's process made its memory map unreadable")
 
 
 def test_a_runner_that_loads_nothing_forbidden_is_not_reported(kit):
