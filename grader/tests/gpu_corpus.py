@@ -134,6 +134,13 @@ class Corpus:
     log: Path = None
     """The batch's output (its progress lines and summary)."""
 
+    def failures(self) -> str:
+        """What a failing batch says of it: its lines about entries not graded or errors (anywhere in
+        its output, which lists 75 entries), then its last lines."""
+        text = self.log.read_text(errors="replace") if self.log and self.log.is_file() else ""
+        said = [line for line in text.splitlines() if "not graded" in line or "not_graded" in line or "Traceback" in line]
+        return "\n".join(said[:40] + ["...", text[-1500:]])
+
     def record(self, name: str, path: Path) -> dict:
         """The file's record; a missing one fails with the end of the batch's output, which says why."""
         f = self.out / "records" / student(name, path) / f"{name}.json"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bub
 
 
 def test_a_class_with_hostile_entries_is_graded_in_the_jail_and_nothing_outside_the_outputs_changes(corpus):
-    assert corpus.jailed and corpus.exit_code == 0, corpus.log.read_text()[-3000:]
+    assert corpus.jailed and corpus.exit_code == 0, corpus.failures()
     assert len(corpus.hostile) >= 17
     want = {f.stem: gpu_corpus.expectation(f, jailed=True) for _, f in corpus.hostile}
     got = {f.stem: corpus.record(name, f) for name, f in corpus.hostile}
@@ -41,7 +41,7 @@ def test_the_known_corpus_hostile_entries_included_is_batch_graded_in_the_jail_e
     and every other known submission, graded as one class in the jail (gpu_corpus.py): the batch ends
     with exit 0, and each record says the jail held it. Each file's own verdict, and that a hostile
     one earns no more than its honest rate, is test_gpu_grading's test of that file."""
-    assert corpus.jailed and corpus.exit_code == 0, corpus.log.read_text()[-3000:]
+    assert corpus.jailed and corpus.exit_code == 0, corpus.failures()
     hostile = [(n, f) for n, f in gpu_corpus.known() if f.stem.startswith("hostile_") and n in corpus.graded]
     assert len(hostile) >= 12
     for name, f in gpu_corpus.known():
