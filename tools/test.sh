@@ -1,6 +1,6 @@
 #!/bin/sh
 # The kit's tests, set up from nothing: `make test` runs this.
-#   1. C++ host tests (Catch2): the harness's helpers and every CPU reference, built and run beside 2.
+#   1. C++ host tests (Catch2): the harness's helpers and every CPU reference.
 #   2. Python tests (pytest): the grader, from recorded fixtures; then the GPU tests, which grade
 #      the references, the skeletons and the known-wrong submissions on the local GPU, and are
 #      reported as skipped, by name and with the reason, where there is none.
@@ -39,16 +39,12 @@ missing() {
 }
 
 # --- Catch2 (the v2 single header): the C++ host tests -----------------------------------------
-# Built and run in the background, in a build folder of their own (build/cpp-tests: pytest builds the
-# harness in build/<arch>/ meanwhile), while the rest is set up and pytest runs; their output is shown
-# after pytest's, and either one failing fails the run. On a GPU machine their build (some 20 s on 16
-# cores) is off the path of the GPU tests, which wait for the known corpus's class graded from pytest's
-# start.
+# Built and run in the background while the rest is set up (apt-get, the virtual environment); their
+# output is shown, and their failure ends the run, before pytest starts, which builds in build/ too.
 cpp=""
 if install catch2 /usr/include/catch2/catch.hpp; then
     mkdir -p build
-    make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)" test-cpp ARCH=sm_90 BUILD=build/cpp-tests \
-        > build/test-cpp.log 2>&1 &
+    make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)" test-cpp ARCH=sm_90 > build/test-cpp.log 2>&1 &
     cpp=$!
     trap 'kill "$cpp" 2>/dev/null || true' EXIT
 else
@@ -115,14 +111,11 @@ else
         echo "SKIPPED: the tests that need ${missing% }: not installed and not installable here (no network, no wheels in $wheels/)"
     fi
 fi
-py_rc=0
-"$py" -m pytest grader/tests slides_examples/tests -v -rs "$@" || py_rc=$?
 if [ -n "$cpp" ]; then
     cpp_rc=0
     wait "$cpp" || cpp_rc=$?
     trap - EXIT
-    echo "--- the C++ host tests (Catch2; make test-cpp, log in build/test-cpp.log)"
     cat build/test-cpp.log
     if [ "$cpp_rc" != 0 ]; then echo "test: the C++ host tests failed (exit $cpp_rc, above)" >&2; exit "$cpp_rc"; fi
 fi
-exit "$py_rc"
+exec "$py" -m pytest grader/tests slides_examples/tests -v -rs "$@"
