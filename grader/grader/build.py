@@ -109,6 +109,19 @@ def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> t
     return run.returncode == 0, text
 
 
+_SOURCE_ERROR = re.compile(r"^\S+\(\d+\): error\b|multiple definition of|undefined reference to", re.M)
+"""What only the source can cause: the compiler's diagnostic of one of its lines ("kernel.cu(11): error:
+..."), or a symbol the link finds defined twice or nowhere. Not a "catastrophic error" (a header that
+could not be opened), a tool that died, a fork that failed or a timeout: another program's load can
+cause those."""
+
+
+def source_error(log: str) -> bool:
+    """Whether a failed build's messages say the source itself is at fault (_SOURCE_ERROR): building it
+    again, alone, would fail the same way."""
+    return _SOURCE_ERROR.search(log) is not None
+
+
 NM = "nm"
 """binutils' symbol lister. Its demangler (-C) parses names the submission chose (an asm label can be
 any string), so it runs where the compiler does: in the jail's compile view, never as the TA."""

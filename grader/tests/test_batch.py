@@ -295,6 +295,39 @@ def test_a_failed_build_is_tried_again_alone_before_it_counts(fake_kit, tmp_path
     assert flaky["n"] == 1
 
 
+def test_a_compile_error_of_the_source_counts_at_once_and_holds_up_no_other_build(fake_kit, tmp_path, monkeypatch):
+    """Building again alone waits for every build and GPU stage of the batch running to end and holds up
+    all the others meanwhile: a class with many compile errors would crawl. An error the compiler
+    places on a line of the source is the source's own, and counts the first time."""
+    built = []
+    real_compile = build.compile_submission
+
+    def compile_and_count(src, work, arch, timeout):
+        built.append(Path(src).parent.parent.name)
+        return real_compile(src, work, arch, timeout)
+    monkeypatch.setattr(build, "compile_submission", compile_and_count)
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "eve" / "trmm").mkdir(parents=True)
+    (subs / "eve" / "trmm" / "kernel.cu").write_text(kernel("reference") + "COMPILE_ERROR\n")
+    assert batch.main(args(subs, out)) == 0
+    rec = json.loads((out / "records" / "eve" / "trmm.json").read_text())
+    assert rec["verdict"] == "build_error" and "Bold" in rec["message"], rec
+    assert built == ["eve"]
+
+
+@pytest.mark.parametrize("log,own", [
+    ('kernel.cu(11): error: identifier "Bold" is undefined', True),
+    ("kernel.o: in function `main':\n(.text+0x40): multiple definition of `cudaEventElapsedTime'", True),
+    ("kernel.o: in function `f':\nkernel.cu:(.text+0x9): undefined reference to `helper'", True),
+    ('kernel.cu(1): catastrophic error: cannot open source file "cuda_check.cuh"', False),
+    ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", False),
+    ("nvcc: fork: Resource temporarily unavailable", False),
+    ("the compiler did not finish within 180 s", False),
+])
+def test_only_a_diagnostic_of_the_source_itself_skips_the_build_alone(log, own):
+    assert build.source_error(log) is own
+
+
 # A real batch on a GPU: the class of gpu_corpus.py, whose verdicts test_gpu_grading.py and
 # test_gpu_jail.py check (the references full marks, the skeletons incorrect, a compile error a build error).
 

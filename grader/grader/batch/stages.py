@@ -71,7 +71,8 @@ def neighbourly(result) -> bool:
 
 class Steps:
     """Every build and GPU stage runs shared; a failed build is tried again alone, with nothing else of
-    the batch running, so that another submission's load never becomes a student's verdict."""
+    the batch running, so that another submission's load never becomes a student's verdict (unless its
+    source is at fault: build.source_error)."""
 
     def __init__(self):
         self._cv = threading.Condition()
@@ -115,10 +116,13 @@ class Stages:
             job.work.mkdir(parents=True)
             with self.steps.shared(), sandbox.idle_builds():  # beside timings: a CPU only when they want none
                 job.built = self._build_once(job, task)
-            if not job.built and job.result.verdict == grade.Verdict.BUILD_ERROR:
+            if (not job.built and job.result.verdict == grade.Verdict.BUILD_ERROR
+                    and not build.source_error(job.result.build_log)):
                 # Another submission's load (a fork bomb, a full disk) can make a build fail, and a machine busy
-                # with other work starves an idle-priority build: a build error counts only when the build
-                # fails again with nothing else of the batch running, at the normal priority.
+                # with other work starves an idle-priority build: such a build error counts only when the
+                # build fails again with nothing else of the batch running, at the normal priority. That
+                # waits for every build and GPU stage running to end, so an error of the source itself
+                # (a compiler diagnostic of a line, a symbol defined twice) counts at once.
                 with self.steps.alone():
                     job.built = self._build_once(job, task)
         except Exception as e:  # noqa: BLE001 - whatever happens costs this submission only
