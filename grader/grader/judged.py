@@ -225,13 +225,13 @@ class Forbidden(Exception):
 
 
 def forbidden_message(record: dict) -> str:
-    """The verdict's words for the judge's forbidden_library record: a forbidden library by its file
-    name, or code from no file of the system as wire::foreign_code describes it (in words: a library's
-    file name has none)."""
-    what, where = record.get("library", ""), f"(in case {record.get('case')})"
-    if what.startswith("(unknown"):
+    """The verdict's words for the judge's forbidden_library record, by the check that found it (its
+    kind): a forbidden library by its file name, code from no file of the system as wire::foreign_code
+    describes it, or a memory map the runner made unreadable."""
+    what, where, kind = record.get("library", ""), f"(in case {record.get('case')})", record.get("kind")
+    if kind == "unreadable":
         return f"kernel.cu's process made its memory map unreadable: what it runs cannot be checked {where}"
-    if " " in what:
+    if kind == "foreign":
         return f"kernel.cu's process ran code no file of the system holds: {what} {where}"
     return f"kernel.cu's process loaded a library this assignment forbids: {what} {where}"
 

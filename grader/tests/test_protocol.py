@@ -326,8 +326,9 @@ def test_code_no_file_of_the_system_holds_is_reported_however_the_runner_got_it(
 
 
 def test_a_forbidden_library_is_named_as_one_and_an_unreadable_map_says_so():
-    said = {lib: judged.forbidden_message({"event": "forbidden_library", "case": "n1", "library": lib})
-            for lib in ("libcublas.so.13", "(unknown: the runner made its memory map unreadable)")}
+    said = {lib: judged.forbidden_message({"event": "forbidden_library", "case": "n1", "kind": kind, "library": lib})
+            for kind, lib in (("library", "libcublas.so.13"),
+                              ("unreadable", "(unknown: the runner made its memory map unreadable)"))}
     assert said["libcublas.so.13"] == ("kernel.cu's process loaded a library this assignment forbids: "
                                        "libcublas.so.13 (in case n1)")
     assert said["(unknown: the runner made its memory map unreadable)"].startswith(

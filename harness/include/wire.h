@@ -108,9 +108,6 @@ double cpu_wait_ms(int pid);
 // say. A run that waited while these ran was slowed by the program itself.
 double others_cpu_ms(int pid);
 
-// The shared libraries mapped into process `pid`, as paths (from /proc/PID/maps); `ok` false when
-// the map could not be read.
-std::vector<std::string> mapped_libraries(int pid, bool& ok);
 // The program process `pid` runs (its /proc/PID/exe), "" where it cannot be read.
 std::string program_of(int pid);
 // Code in process `pid` that no file of the system holds, described in a line ("" when there is
@@ -122,10 +119,16 @@ std::string program_of(int pid);
 // or copied over code already there. An honest runner maps code from its own program and the
 // system's libraries only, and never writes to it.
 std::string foreign_code(int pid, const std::string& program, const std::string& writable);
+// What forbidden_library found, and which check found it (the grader words its verdict from `kind`).
+struct Forbidden {
+    std::string kind;   // "library", "foreign" or "unreadable"; "" when nothing was found
+    std::string what;   // the library's file name, or the foreign code's description
+};
 // The first library whose file name starts with one of `prefixes`, or the first foreign code (above,
-// `writable` being the runner's work folder), mapped into process `pid` or into another process of
-// its session (what it started); "" when there is none. A runner whose map cannot be read (it made
-// itself unreadable) gets a name that says so.
-std::string forbidden_library(int pid, const std::vector<std::string>& prefixes, const std::string& writable = "");
+// `writable` being the runner's work folder), mapped into process `pid`, into another process of its
+// session (what it started) or into a process running its program (what it forked); each process's
+// smaps is read once for both. A runner whose map cannot be read (it made itself unreadable) is
+// reported as such.
+Forbidden forbidden_library(int pid, const std::vector<std::string>& prefixes, const std::string& writable = "");
 
 }  // namespace kit::wire

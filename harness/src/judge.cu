@@ -334,9 +334,10 @@ private:
 
     // The runner's processes, each one's mapped libraries against the forbidden list.
     void look_for_libraries(const Case& c) {
-        std::string bad = wire::forbidden_library(runner_pid_, o_.forbidden, work_);
-        if (bad.empty()) return;
-        out_.begin().field("event", "forbidden_library").field("case", c.id).field("library", bad).end();
+        wire::Forbidden bad = wire::forbidden_library(runner_pid_, o_.forbidden, work_);
+        if (bad.kind.empty()) return;
+        out_.begin().field("event", "forbidden_library").field("case", c.id).field("kind", bad.kind)
+            .field("library", bad.what).end();
         throw Stop{};
     }
 

@@ -263,11 +263,13 @@ double others_cpu_ms(int pid) {
     return sum;
 }
 
-std::vector<std::string> mapped_libraries(int pid, bool& ok) {
-    std::string maps;
-    ok = read_proc(pid, "maps", maps);
+namespace {
+
+// The shared libraries of a memory map (/proc/PID/maps or smaps: the page counts that follow each
+// mapping in smaps name no path), as paths.
+std::vector<std::string> libraries_in(const std::string& map) {
     std::set<std::string> found;
-    std::istringstream in(maps);
+    std::istringstream in(map);
     std::string line;
     while (std::getline(in, line)) {
         size_t slash = line.find('/');
@@ -278,45 +280,8 @@ std::vector<std::string> mapped_libraries(int pid, bool& ok) {
     return {found.begin(), found.end()};
 }
 
-namespace {
-
-long session_id(int pid) {
-    std::string s;
-    if (!read_proc(pid, "stat", s)) return -1;
-    size_t close_paren = s.rfind(')');
-    if (close_paren == std::string::npos) return -1;
-    std::istringstream rest(s.substr(close_paren + 1));
-    std::string state;
-    long ppid, pgrp, sid;
-    if (!(rest >> state >> ppid >> pgrp >> sid)) return -1;
-    return sid;
-}
-
-std::vector<int> session_of(int pid) {
-    std::vector<int> pids{pid};
-    long sid = session_id(pid);
-    if (sid <= 0) return pids;
-    DIR* d = opendir("/proc");
-    if (!d) return pids;
-    while (dirent* e = readdir(d)) {
-        int other = std::atoi(e->d_name);
-        if (other > 0 && other != pid && session_id(other) == sid) pids.push_back(other);
-    }
-    closedir(d);
-    return pids;
-}
-
-}  // namespace
-
-std::string program_of(int pid) {
-    char buf[4096];
-    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, (size_t)n) : "";
-}
-
-std::string foreign_code(int pid, const std::string& program, const std::string& writable) {
-    std::string smaps;   // the memory map, each mapping followed by its page counts
-    if (!read_proc(pid, "smaps", smaps)) return "";
+// foreign_code of a process whose /proc/PID/smaps is `smaps`.
+std::string foreign_in(const std::string& smaps, const std::string& program, const std::string& writable) {
     auto under = [](const std::string& path, const std::string& dir) {
         return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
                (dir.back() == '/' || path[dir.size()] == '/');
@@ -358,40 +323,68 @@ std::string foreign_code(int pid, const std::string& program, const std::string&
     return "";
 }
 
-// The processes to look into for process `pid`: its session (what it started), and every process
-// running its program (what it forked, in any session: a runner whose hello came from a forked child
-// of its own is found through that child's program).
-static std::vector<int> watched(int pid, const std::string& program) {
-    std::vector<int> pids = session_of(pid);
-    if (program.empty()) return pids;
-    std::set<int> seen(pids.begin(), pids.end());
+long session_id(int pid) {
+    std::string s;
+    if (!read_proc(pid, "stat", s)) return -1;
+    size_t close_paren = s.rfind(')');
+    if (close_paren == std::string::npos) return -1;
+    std::istringstream rest(s.substr(close_paren + 1));
+    std::string state;
+    long ppid, pgrp, sid;
+    if (!(rest >> state >> ppid >> pgrp >> sid)) return -1;
+    return sid;
+}
+
+// The processes to look into for process `pid`, `pid` first, in one walk of /proc: its session (what
+// it started), and every process running its program (what it forked, in any session: a runner whose
+// hello came from a forked child of its own is found through that child's program).
+std::vector<int> watched(int pid, const std::string& program) {
+    std::vector<int> pids{pid};
+    const long sid = session_id(pid);
     if (DIR* d = opendir("/proc")) {
         while (dirent* e = readdir(d)) {
             int other = std::atoi(e->d_name);
-            if (other > 0 && !seen.count(other) && program_of(other) == program) pids.push_back(other);
+            if (other > 0 && other != pid &&
+                ((sid > 0 && session_id(other) == sid) || (!program.empty() && program_of(other) == program)))
+                pids.push_back(other);
         }
         closedir(d);
     }
     return pids;
 }
 
-std::string forbidden_library(int pid, const std::vector<std::string>& prefixes, const std::string& writable) {
+}  // namespace
+
+std::string program_of(int pid) {
+    char buf[4096];
+    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, (size_t)n) : "";
+}
+
+std::string foreign_code(int pid, const std::string& program, const std::string& writable) {
+    std::string smaps;   // the memory map, each mapping followed by its page counts
+    return read_proc(pid, "smaps", smaps) ? foreign_in(smaps, program, writable) : "";
+}
+
+Forbidden forbidden_library(int pid, const std::vector<std::string>& prefixes, const std::string& writable) {
     const std::string program = program_of(pid);
     for (int p : watched(pid, program)) {
-        bool ok = false;
-        std::vector<std::string> libs = mapped_libraries(p, ok);
-        if (!ok && p == pid && access(("/proc/" + std::to_string(p)).c_str(), F_OK) == 0)
-            return "(unknown: the runner made its memory map unreadable)";
-        for (const std::string& path : libs) {
+        std::string smaps;   // read once for both checks
+        if (!read_proc(p, "smaps", smaps)) {
+            if (p == pid && access(("/proc/" + std::to_string(p)).c_str(), F_OK) == 0)
+                return {"unreadable", "(unknown: the runner made its memory map unreadable)"};
+            continue;   // a process that has ended since the walk
+        }
+        for (const std::string& path : libraries_in(smaps)) {
             std::string base = path.substr(path.rfind('/') + 1);
             for (const std::string& f : prefixes)
-                if (!f.empty() && base.compare(0, f.size(), f) == 0) return base;
+                if (!f.empty() && base.compare(0, f.size(), f) == 0) return {"library", base};
         }
         // The runner's own program (in the work folder), in the runner and in what it forked.
-        std::string foreign = foreign_code(p, program, writable);
-        if (!foreign.empty()) return foreign;
+        std::string foreign = foreign_in(smaps, program, writable);
+        if (!foreign.empty()) return {"foreign", foreign};
     }
-    return "";
+    return {};
 }
 
 }  // namespace kit::wire
