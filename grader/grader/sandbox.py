@@ -58,9 +58,14 @@ class Run:
     """Why the grader stopped a jailed program that broke a limit ("wrote more than 8 GiB to disk")."""
 
 
-def _setup(group=None, limits: Limits = None, idle: bool = False):
+def _setup(group=None, limits: Limits = None, idle: bool = False, cpus: Optional[tuple] = None):
     def child():
         os.setsid()  # its own process group, so a kill reaches everything it started
+        if cpus:  # on_cpus(): inherited by whatever it starts
+            try:
+                os.sched_setaffinity(0, cpus)
+            except OSError:
+                pass
         if idle:  # idle_builds(): inherited by the compiler's children
             try:
                 os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
@@ -140,7 +145,8 @@ class Proc:
                                              stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, env=env,
                                              pass_fds=pass_fds,
                                              preexec_fn=_setup(self.group, self.jail.limits if self.jail else None,
-                                                               idle=view == "compile" and getattr(_IDLE, "on", False)))
+                                                               idle=view == "compile" and getattr(_IDLE, "on", False),
+                                                               cpus=getattr(_CPUS, "cpus", None)))
             if stdin is not None:
                 try:
                     self.proc.stdin.write(stdin)
@@ -256,6 +262,21 @@ def idle_builds():
         yield
     finally:
         _IDLE.on = False
+
+
+_CPUS = threading.local()
+
+
+@contextmanager
+def on_cpus(cpus):
+    """Programs this thread starts in the block run on `cpus` only (None: on any the grader may use).
+    A batch keeps its timings on CPUs of their own (batch.gpus.split_cpus)."""
+    before = getattr(_CPUS, "cpus", None)
+    _CPUS.cpus = tuple(cpus) if cpus else None
+    try:
+        yield
+    finally:
+        _CPUS.cpus = before
 
 
 def confine(jail: Optional[Jail]) -> None:

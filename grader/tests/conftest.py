@@ -2,6 +2,7 @@
 class of some 70 submissions, graded for minutes on the GPU), that class is graded from the end of
 collection on, on its own thread, while the CPU tests run. No GPU test starts before it is over, so
 nothing else uses the GPU while it is timed."""
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,9 +12,11 @@ import pytest
 import fake_kit as fake_kit_mod
 import gpu_corpus
 from grader import gpu, sandbox
+from grader.batch.gpus import split_cpus
 from jail_box import Box, small_limits
 
 _background = None  # gpu_corpus.Background, where the session's tests need the corpus
+_ALL_CPUS = os.sched_getaffinity(0)
 
 
 def pytest_configure(config):
@@ -36,6 +39,11 @@ def pytest_collection_modifyitems(session, config, items):
     except gpu.NoGpu:
         return  # the GPU tests are skipped, with the reason (local_gpu)
     _background = gpu_corpus.Background(info, Path(tempfile.mkdtemp(prefix="corpus-")))
+    # The CPU tests run meanwhile, on the CPUs the batch gives its builds and checks: its timings have
+    # the others to themselves, as in a TA's batch (this thread only: the class's was started already).
+    shared, _ = split_cpus(_ALL_CPUS, list(range(info.count or 1)))
+    if shared:
+        os.sched_setaffinity(0, shared)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus):
@@ -63,6 +71,7 @@ def local_gpu():
         pytest.skip(f"needs a CUDA GPU ({e})")
     if _background is not None:
         _background.wait()
+        os.sched_setaffinity(0, _ALL_CPUS)  # the GPU tests have the machine to themselves
     return info
 
 

@@ -315,6 +315,40 @@ def test_a_compile_error_of_the_source_counts_at_once_and_holds_up_no_other_buil
     assert built == ["eve"]
 
 
+def test_a_batchs_timings_run_on_cpus_of_their_own_and_its_builds_and_checks_on_the_others(
+        fake_kit, tmp_path, monkeypatch, capsys):
+    """Compilers at the idle CPU priority still took CPU from a timing (conv1d's reference beside a class
+    of heavy compiles: "too busy to time" in 3 of 11 test runs): half of the CPUs are the timings' alone
+    (batch.gpus.split_cpus)."""
+    from grader import sandbox
+    from grader.batch import scheduling
+    monkeypatch.setattr(scheduling, "split_cpus", lambda cpus, gpus: ([0, 1, 2, 3], {g: [4, 5, 6, 7] for g in gpus}))
+    seen = []
+
+    def where(stage, real):
+        def wrapped(*a, **k):
+            seen.append((stage, getattr(sandbox._CPUS, "cpus", None)))
+            return real(*a, **k)
+        return wrapped
+    monkeypatch.setattr(build, "compile_submission", where("build", build.compile_submission))
+    monkeypatch.setattr(grade, "check_stages", where("check", grade.check_stages))
+    monkeypatch.setattr(grade, "timing_stages", where("timing", grade.timing_stages))
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "alice" / "trmm").mkdir(parents=True)
+    (subs / "alice" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out)) == 0
+    assert seen == [("build", (0, 1, 2, 3)), ("check", (0, 1, 2, 3)), ("timing", (4, 5, 6, 7))], seen
+    assert "batch: CPUs: builds and checks on 0-3; timings on 4-7 (GPU 0), where nothing else runs" in capsys.readouterr().err
+
+
+def test_half_of_the_cpus_go_to_the_timings_an_equal_share_per_gpu_and_none_on_a_small_machine():
+    from grader.batch.gpus import split_cpus
+    assert split_cpus(range(16), [0]) == (list(range(8)), {0: list(range(8, 16))})
+    assert split_cpus(range(16), [0, 1]) == (list(range(8)), {0: [8, 9, 10, 11], 1: [12, 13, 14, 15]})
+    assert split_cpus(range(4), [0]) == (None, {})       # a laptop: its builds would lose too much
+    assert split_cpus(range(8), [0, 1, 2]) == (None, {})  # one CPU a GPU would not hold a judge and a program
+
+
 @pytest.mark.parametrize("log,own", [
     ('kernel.cu(11): error: identifier "Bold" is undefined', True),
     ("kernel.o: in function `main':\n(.text+0x40): multiple definition of `cudaEventElapsedTime'", True),

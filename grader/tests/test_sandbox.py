@@ -57,6 +57,19 @@ def test_the_program_leads_its_own_process_group_so_the_kill_never_reaches_the_g
     assert r.output.split() == ["True", "True"]
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to keep one apart")
+def test_a_program_started_in_on_cpus_runs_on_those_cpus_only_and_so_do_its_children(tmp_path):
+    one = min(os.sched_getaffinity(0))
+    show = py("import os, subprocess, sys; print(sorted(os.sched_getaffinity(0)), subprocess.run("
+              "[sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'], capture_output=True, "
+              "text=True).stdout.strip())")
+    with sandbox.on_cpus([one]):
+        inside = sandbox.run(show, tmp_path, tmp_path / "in.log", timeout=30).output.split("] ")
+    outside = sandbox.run(show, tmp_path, tmp_path / "out.log", timeout=30).output.split("] ")
+    assert [x.strip().rstrip("]") for x in inside] == [f"[{one}"] * 2, inside
+    assert outside[0].count(",") == len(os.sched_getaffinity(0)) - 1, outside
+
+
 def test_a_watchdog_returning_true_stops_the_program_as_timed_out(tmp_path):
     r = sandbox.run(py("import time; time.sleep(1000)"), tmp_path, tmp_path / "log", timeout=60,
                     watchdog=lambda: True)

@@ -16,7 +16,7 @@ from ..limits import Limits
 from ..results import GpuInfo
 from . import Options, in_shard
 from .baselines import SharedBaselines
-from .gpus import Pool, default_checks
+from .gpus import Pool, cpu_list, default_checks, split_cpus
 from .outputs import Outputs
 from .progress import Progress, StageTimes
 from .stages import Job, Stages, Steps
@@ -51,6 +51,7 @@ class Batch(State, Outputs, Progress, Stages):
         self.baselines = SharedBaselines()
         self.stages = StageTimes()
         self.gpus = Pool(opts.gpu_infos or {0: gpu}, opts.checks_per_gpu or default_checks(gpu))
+        self.shared_cpus, self.timing_cpus = split_cpus(os.sched_getaffinity(0), list(self.gpus.infos))
         self.finishing = threading.Lock()  # one submission's outputs written at a time
         self.stopping = False  # interrupted: gradings still running on the GPUs are not recorded
         self.stop = False  # a grading thread was interrupted: the batch stops as on Ctrl-C
@@ -78,6 +79,9 @@ class Batch(State, Outputs, Progress, Stages):
             build.build_harnesses([self.tasks[a] for a in needed], self.gpu.arch, work_root / "harness.log")
         self._setup_jail(work_root)
         self._say("batch: isolation: " + "; ".join(f"{k} {v}" for k, v in self.isolation.items()))
+        if self.timing_cpus:
+            self._say(f"batch: CPUs: builds and checks on {cpu_list(self.shared_cpus)}; timings on " + ", ".join(
+                f"{cpu_list(c)} (GPU {g})" for g, c in self.timing_cpus.items()) + ", where nothing else runs")
         for e in entries:
             self._write_student(e.student)
         self._write_gradebook()

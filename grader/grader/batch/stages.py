@@ -114,7 +114,8 @@ class Stages:
         task = self.tasks[job.assignment]
         try:
             job.work.mkdir(parents=True)
-            with self.steps.shared(), sandbox.idle_builds():  # beside timings: a CPU only when they want none
+            # Beside timings: on CPUs they do not use, and even there a CPU only when nothing else wants it.
+            with self.steps.shared(), sandbox.idle_builds(), sandbox.on_cpus(self.shared_cpus):
                 job.built = self._build_once(job, task)
             if (not job.built and job.result.verdict == grade.Verdict.BUILD_ERROR
                     and not build.source_error(job.result.build_log)):
@@ -142,7 +143,7 @@ class Stages:
         n = self.tasks[job.assignment].gpus_required
         before = copy.deepcopy(job.result)
         try:
-            with self.gpus.check(n) as held:
+            with self.gpus.check(n) as held, sandbox.on_cpus(self.shared_cpus):
                 t0 = time.monotonic()
                 job.timed = self._stage(job, held.ids, grade.check_stages)
                 job.check_s = time.monotonic() - t0
@@ -163,17 +164,23 @@ class Stages:
         except Closed:
             return job  # the batch stopped before its turn: not graded, not recorded
         try:
-            if job.checked_alone:
-                job.timed = self._stage(job, ids, grade.check_stages)
-            if job.timed:
-                t0 = time.monotonic()
-                self._stage(job, ids, grade.timing_stages)
-                job.timing_s = time.monotonic() - t0
+            with sandbox.on_cpus(self._cpus_of(ids)):
+                if job.checked_alone:
+                    job.timed = self._stage(job, ids, grade.check_stages)
+                if job.timed:
+                    t0 = time.monotonic()
+                    self._stage(job, ids, grade.timing_stages)
+                    job.timing_s = time.monotonic() - t0
         except KeyboardInterrupt:
             self.stop = True
         finally:
             self.gpus.release(ids)
         return job
+
+    def _cpus_of(self, ids: tuple):
+        """The CPUs kept for the timings on GPUs `ids` (None: no CPUs are kept apart here)."""
+        cpus = [c for i in ids for c in self.timing_cpus.get(i, ())]
+        return cpus or None
 
     def _stage(self, job: Job, ids: tuple, stages) -> bool:
         """grade.check_stages or grade.timing_stages on GPUs `ids`: what it returns, False on an error."""
@@ -228,7 +235,9 @@ class Stages:
             t0 = time.monotonic()
             ids = self.gpus.first(self.tasks[a].gpus_required)
             try:
-                r = grade.grade(self.tasks[a], src, self.gpus.info(ids), grade.Options(gpus=ids, profile=self.opts.profile))
+                with sandbox.on_cpus(self._cpus_of(ids)):
+                    r = grade.grade(self.tasks[a], src, self.gpus.info(ids),
+                                    grade.Options(gpus=ids, profile=self.opts.profile))
             except Exception as e:  # noqa: BLE001
                 self._say(f"batch: the reference of {a} could not be graded ({e}); its plots show no reference")
                 continue
