@@ -8,7 +8,9 @@ route, the physical limit (the datasheet's FP64/FP32 rate or DRAM bandwidth, in 
 and the reference's fraction of it; with --repeat N the reference is graded N times and the spread
 of its rate, (max - min) / median, says how repeatable a grading is. The time of every stage of
 every grading is listed too. Written to DIR (default bench/<gpu>/): README.md and results.json.
-The exit code is 0 when every reference was graded correct, 1 otherwise.
+Where DIR already holds a table of the same GPU, driver and --repeat, the assignments not named keep
+their rows, each with the date and command that measured it: benchmarking one changed reference
+updates its rows and loses none. The exit code is 0 when every reference was graded correct, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -164,10 +166,48 @@ def readme(record: dict) -> str:
     head = [f"# Benchmarks on {g['name']}", "",
             f"- GPU: {g['name']} ({g['arch']}, {g['sm_count']} multiprocessors, "
             f"{g['l2_bytes'] / 2**20:.0f} MiB of L2){' x ' + str(g['count']) if g['count'] > 1 else ''}",
-            f"- driver: {record['driver']} (CUDA {g['driver']})",
-            f"- date: {record['date']}",
-            f"- command: `{record['command']}`", ""]
-    return "\n".join(head) + "\n" + tables(record)
+            f"- driver: {record['driver']} (CUDA {g['driver']})"]
+    runs = {}  # (date, command) -> assignments, in the table's order
+    for a in record["assignments"]:
+        runs.setdefault((a.get("date", record["date"]), a.get("command", record["command"])), []).append(a["assignment"])
+    if len(runs) == 1:
+        head += [f"- date: {record['date']}", f"- command: `{record['command']}`"]
+    else:
+        head += [f"- {', '.join(names)}: {date}, `{command}`" for (date, command), names in runs.items()]
+    return "\n".join(head + [""]) + "\n" + tables(record)
+
+
+def merged(record: dict, out: Path, say=None) -> dict:
+    """`record` with the rows of out/results.json that it does not replace, where that table is of the
+    same GPU, driver and repeat (else `record` alone: one table never mixes machines or repeat counts).
+    Each assignment's entry keeps the date and command of the run that measured it."""
+    for a in record["assignments"]:
+        a.setdefault("date", record["date"])
+        a.setdefault("command", record["command"])
+    try:
+        prior = json.loads((out / "results.json").read_text())
+        same = (prior["gpu"]["name"], prior["gpu"]["count"], prior["driver"], prior["repeat"]) == \
+            (record["gpu"]["name"], record["gpu"]["count"], record["driver"], record["repeat"])
+        kept = [dict(a, date=a.get("date", prior["date"]), command=a.get("command", prior["command"]))
+                for a in prior["assignments"]]
+    except FileNotFoundError:
+        return record
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        if say:
+            say(f"bench: {out / 'results.json'} could not be read ({e}): this run's table replaces it")
+        return record
+    if not same:
+        if say:
+            say(f"bench: {out / 'results.json'} is of {prior['gpu']['name']} x {prior['gpu']['count']}, driver "
+                f"{prior['driver']}, --repeat {prior['repeat']}: this run's table replaces it")
+        return record
+    new = {a["assignment"]: a for a in record["assignments"]}
+    order = [a["assignment"] for a in kept] + [n for n in new if n not in {a["assignment"] for a in kept}]
+    rows = [new.get(n) or next(a for a in kept if a["assignment"] == n) for n in order]
+    old = [a["assignment"] for a in rows if a["assignment"] not in new]
+    if old and say:
+        say(f"bench: the rows of {', '.join(old)} are kept from {out / 'results.json'} (same GPU, driver and repeat)")
+    return dict(record, assignments=rows)
 
 
 def _say(text: str) -> None:
@@ -207,6 +247,7 @@ def run(names: list, info: GpuInfo, out: Path, repeat: int, command: str, say=_s
         failed |= entry["status"] == "failed"
         record["assignments"].append(entry)
     out.mkdir(parents=True, exist_ok=True)
+    record = merged(record, out, say)
     for fname, text in (("results.json", json.dumps(record, indent=2, default=str) + "\n"),
                         ("README.md", readme(record))):
         tmp = out / (fname + ".tmp")

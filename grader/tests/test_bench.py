@@ -122,6 +122,45 @@ def test_a_reference_that_is_not_correct_makes_the_exit_code_1_and_is_listed_wit
     assert "- reduce: failed: incorrect: case n31" in md
 
 
+def test_benching_one_assignment_again_keeps_the_other_rows_of_the_same_gpus_table_with_their_date_and_command(
+        graded, tmp_path):
+    bench.run(["jacobi_2gpu", "reduce"], H200, tmp_path, 1, "bench both", say=lambda s: None)
+    first = json.loads((tmp_path / "results.json").read_text())
+    graded.rates = [3000.0]
+    said = []
+    assert bench.run(["reduce"], H200, tmp_path, 1, "bench reduce", say=said.append) == 0
+    rec = json.loads((tmp_path / "results.json").read_text())
+    assert [a["assignment"] for a in rec["assignments"]] == ["jacobi_2gpu", "reduce"]
+    skipped, reduce = rec["assignments"]
+    assert skipped["command"] == "bench both" and skipped["date"] == first["date"]
+    assert reduce["command"] == "bench reduce" and reduce["cases"][0]["reference"] == 3000.0
+    md = (tmp_path / "README.md").read_text()
+    assert f"- jacobi_2gpu: {first['date']}, `bench both`" in md
+    assert f"- reduce: {rec['date']}, `bench reduce`" in md and "- command:" not in md
+    assert "| reduce | n268435456" in md and "- jacobi_2gpu: skipped:" in md
+    assert any("the rows of jacobi_2gpu are kept" in line for line in said)
+
+
+@pytest.mark.parametrize("other", [{"repeat": 2}, {"gpu": "NVIDIA H100 80GB HBM3"}])
+def test_a_table_of_another_gpu_or_repeat_count_is_replaced_whole_and_the_run_says_so(graded, tmp_path, other):
+    bench.run(["jacobi_2gpu", "reduce"], H200, tmp_path, 1, "bench both", say=lambda s: None)
+    info = GpuInfo(**dict(H200.__dict__, name=other.get("gpu", H200.name)))
+    said = []
+    bench.run(["reduce"], info, tmp_path, other.get("repeat", 1), "bench reduce", say=said.append)
+    rec = json.loads((tmp_path / "results.json").read_text())
+    assert [a["assignment"] for a in rec["assignments"]] == ["reduce"]
+    assert "- command: `bench reduce`" in (tmp_path / "README.md").read_text()
+    assert any("this run's table replaces it" in line for line in said)
+
+
+def test_an_unreadable_table_in_the_folder_is_replaced_and_the_run_says_why(graded, tmp_path):
+    (tmp_path / "results.json").write_text("{not json")
+    said = []
+    assert bench.run(["reduce"], H200, tmp_path, 1, "bench reduce", say=said.append) == 0
+    assert [a["assignment"] for a in json.loads((tmp_path / "results.json").read_text())["assignments"]] == ["reduce"]
+    assert any("could not be read" in line for line in said)
+
+
 def test_bench_writes_to_bench_slash_the_gpus_name_by_default(graded, monkeypatch, tmp_path):
     monkeypatch.setattr(tasks, "ROOT", tmp_path)
     monkeypatch.setattr("grader.gpu.detect", lambda: H200)
