@@ -167,9 +167,9 @@ def readme(record: dict) -> str:
             f"- GPU: {g['name']} ({g['arch']}, {g['sm_count']} multiprocessors, "
             f"{g['l2_bytes'] / 2**20:.0f} MiB of L2){' x ' + str(g['count']) if g['count'] > 1 else ''}",
             f"- driver: {record['driver']} (CUDA {g['driver']})"]
-    runs = {}  # (date, command) -> assignments, in the table's order
+    runs = {}  # (date, command) -> assignments, in the table's order (merged() dates every row)
     for a in record["assignments"]:
-        runs.setdefault((a.get("date", record["date"]), a.get("command", record["command"])), []).append(a["assignment"])
+        runs.setdefault((a["date"], a["command"]), []).append(a["assignment"])
     if len(runs) == 1:
         head += [f"- date: {record['date']}", f"- command: `{record['command']}`"]
     else:
@@ -202,9 +202,9 @@ def merged(record: dict, out: Path, say=None) -> dict:
                 f"{prior['driver']}, --repeat {prior['repeat']}: this run's table replaces it")
         return record
     new = {a["assignment"]: a for a in record["assignments"]}
-    order = [a["assignment"] for a in kept] + [n for n in new if n not in {a["assignment"] for a in kept}]
-    rows = [new.get(n) or next(a for a in kept if a["assignment"] == n) for n in order]
-    old = [a["assignment"] for a in rows if a["assignment"] not in new]
+    before = {a["assignment"] for a in kept}
+    rows = [new.get(a["assignment"], a) for a in kept] + [a for n, a in new.items() if n not in before]
+    old = [a["assignment"] for a in kept if a["assignment"] not in new]
     if old and say:
         say(f"bench: the rows of {', '.join(old)} are kept from {out / 'results.json'} (same GPU, driver and repeat)")
     return dict(record, assignments=rows)
