@@ -131,6 +131,8 @@ def profile_lines(prof: dict) -> list:
                    f"{num(k['intensity'], '.2g')} FLOP/byte, occupancy {num(k['occupancy_pct'], '.0f')}%, "
                    f"L2 hits {num(k['l2_hit_pct'], '.0f')}%"
                    + (f", FP64 tensor pipe busy {k['tensor_pct']:.0f}%" if k.get("tensor_pct") else "")
+                   + (f", tensor cores busy {k['mma_pct']:.0f}% with MMAs no FLOP count includes"
+                      if (k.get("mma_pct") or 0) >= 0.5 else "")
                    + (f", loads use {k['ld_bytes_used_pct']:.0f}% of each sector" if k.get("ld_bytes_used_pct") is not None
                       else "")
                    + f", {num(k['sectors_per_request'], '.1f')} sectors/request"

@@ -215,6 +215,36 @@ def test_the_recorded_references_are_told_they_are_at_their_roof_and_nothing_els
         assert len(said) == 1 and roof in said[0], (name, said)
 
 
+H200_FP32 = Peaks(flops=67e12, bandwidth=4.8e12, sms=132, precision="fp32")
+
+
+def test_a_recorded_tensor_core_kernel_of_an_fp32_assignment_is_not_placed_by_its_cuda_core_flops():
+    # conv1d's reference at w = 63 on an H200: its arithmetic is TF32 and BF16 MMAs, which no FLOP count
+    # includes; counted by its FFMAs alone it read 3% of the FP32 peak and "memory-bound: more bytes in
+    # flight would help", while DRAM ran at 54% and the tensor pipe at 36%.
+    [k] = recorded("conv1d-tensor-cores")
+    said = hints([k], H200_FP32)
+    assert "conv63 does its arithmetic on the tensor cores (busy 36% of the time), which the FP32 FLOP count " \
+           "leaves out; DRAM runs at 54%: neither is at its roof." in said, said
+    assert not any("memory-bound" in s or "compute-bound" in s or "bytes in flight" in s for s in said), said
+    assert rules.flop_rate(k, H200_FP32) is None and rules.intensity(k, H200_FP32) is None
+    [row] = table([k], H200_FP32)
+    assert row["gflops"] is None and row["intensity"] is None and row["mma_pct"] == pytest.approx(35.9, abs=0.1)
+    assert "conv63" not in svg("conv1d", H200_FP32, [("conv63", "submission", row["intensity"], None)])
+    from grader.report import profile_lines
+    line = profile_lines({"case": "n67108864_w63", "kernels": [row], "hints": said})[2]
+    assert "- GFLOP/s" in line and "tensor cores busy 36% with MMAs no FLOP count includes" in line, line
+
+
+def test_a_kernel_whose_tensor_pipe_is_busy_with_other_mmas_than_fp64_is_at_the_compute_roof_from_70_percent():
+    busy = kernel(duration_ns=2e6, mma_pct=82.0, dram_pct=20.0, ffma=1e6)
+    assert "keeps the tensor cores busy 82% of the time" in rules.at_roof(busy, H200_FP32)
+    assert rules.at_roof(kernel(duration_ns=2e6, mma_pct=60.0, dram_pct=20.0, ffma=1e6), H200_FP32) is None
+    # A few MMAs beside plain arithmetic leave its FLOP count standing.
+    few = kernel(duration_ns=2e6, mma_pct=2.0, dram_pct=20.0, ffma=1e9)
+    assert rules.flop_rate(few, H200_FP32) == pytest.approx(2e9 / 2e-3) and rules.tensor_cores(few, H200_FP32) is None
+
+
 def test_a_recorded_kernel_below_the_memory_roof_is_told_how_busy_dram_is():
     said = hints(recorded("conv1d-basic"), H100)
     assert said[0].startswith("convolution_1D_basic_kernel is memory-bound (almost no FP64 arithmetic per DRAM byte")

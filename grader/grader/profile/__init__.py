@@ -37,6 +37,7 @@ def table(kernels: list, p: Peaks) -> list:
             "theoretical_occupancy_pct": k.get("theoretical_occupancy_pct"),
             "l2_hit_pct": k.get("l2_hit_pct"),
             "tensor_pct": k.get("dmma_pct"),
+            "mma_pct": k.get("mma_pct"),
             "ld_bytes_used_pct": k.ld_bytes_used_pct,
             "sectors_per_request": k.sectors_per_request,
             "top_stall": max(k.stalls, key=k.stalls.get) if k.stalls else None,

@@ -115,6 +115,9 @@ _NAMES = {
     "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
     "l1_pct": ("l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed",),
     "dmma_pct": ("sm__pipe_tensor_op_dmma_cycles_active.avg.pct_of_peak_sustained_elapsed",),
+    # The tensor pipe busy with every other MMA (TF32, FP16, BF16, FP8, integer; mma.sync and wgmma).
+    "mma_pct": ("sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"),
     # Instruction counts where a version reports them, and their rates per elapsed cycle, which
     # the roofline section reports instead and Kernel.count turns back into counts.
     **{op: (f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum",) for op in _OPS},

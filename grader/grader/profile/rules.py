@@ -33,7 +33,7 @@ class Peaks:
 
 
 ROOF_PCT = 70
-"""At or above this share of a roof (DRAM bandwidth, FP64 tensor pipe, FLOP rate), a kernel is at
+"""At or above this share of a roof (DRAM bandwidth, tensor pipe, FLOP rate), a kernel is at
 that roof. The libraries' own best routes stop at 75-92% of the datasheet peaks on an H100, and one
 kernel measures a point or two apart from run to run (the syr2k reference: 74.5% and 75%), so the
 line sits below where they stop. Advice on occupancy or stalls would not make such a kernel faster,
@@ -51,8 +51,24 @@ def tensor_flops(k: Kernel, p: Peaks) -> Optional[float]:
     return pct / 100 * p.flops * t
 
 
+UNCOUNTED_MMA_PCT = 5
+"""The tensor pipe at least this busy with MMAs other than FP64 (TF32, FP16, BF16, FP8, integer): a
+kernel's arithmetic is then largely out of reach of a FLOP count. Counters count no FLOPs for them,
+and their rates differ by type and shape, so their busy time gives none either. conv1d's reference at
+w = 63 (TF32 and BF16 MMAs, 36% busy on an H200) counted by its FFMAs alone read 3% of the FP32 peak
+and "memory-bound", at 0.67x a copy of its bytes."""
+
+
+def uncounted_mma(k: Kernel) -> float:
+    """The tensor pipe's busy share (%) with MMAs no FLOP count includes."""
+    return k.get("mma_pct") or 0.0
+
+
 def flops(k: Kernel, p: Peaks) -> Optional[float]:
-    """FLOPs of the assignment's precision: the CUDA cores' counted ones, plus tensor-core FP64."""
+    """FLOPs of the assignment's precision: the CUDA cores' counted ones, plus tensor-core FP64; None
+    where most of the arithmetic may be MMAs of another type (UNCOUNTED_MMA_PCT)."""
+    if uncounted_mma(k) >= UNCOUNTED_MMA_PCT:
+        return None
     counted = k.flops64 if p.precision == "fp64" else k.flops32
     tensor = tensor_flops(k, p)
     if counted is None and tensor is None:
@@ -78,14 +94,15 @@ def intensity(k: Kernel, p: Peaks) -> Optional[float]:
 # The rules, most telling first.
 
 def at_roof(k: Kernel, p: Peaks) -> Optional[str]:
-    dram, tensor = k.get("dram_pct") or 0, k.get("dmma_pct") or 0
+    dram, fp64, other = k.get("dram_pct") or 0, k.get("dmma_pct") or 0, uncounted_mma(k)
     rate = flop_rate(k, p)
     fpct = 100 * rate / p.flops if rate else 0
     if dram >= ROOF_PCT and dram >= fpct:
         return (f"{_short(k.name)} moves its bytes at {dram:.0f}% of DRAM's peak bandwidth: it is at the memory "
                 f"roof, so only moving fewer bytes (fewer passes, no re-reads) can make it faster")
-    if tensor >= ROOF_PCT:
-        return (f"{_short(k.name)} keeps the FP64 tensor cores busy {tensor:.0f}% of the time: it is at the compute "
+    if max(fp64, other) >= ROOF_PCT:
+        which = "FP64 tensor cores" if fp64 >= other else "tensor cores"
+        return (f"{_short(k.name)} keeps the {which} busy {max(fp64, other):.0f}% of the time: it is at the compute "
                 f"roof, so only doing less arithmetic can make it faster")
     if fpct >= ROOF_PCT:
         return (f"{_short(k.name)} runs at {fpct:.0f}% of this GPU's {p.precision.upper()} peak: it is at the "
@@ -177,6 +194,16 @@ def occupancy(k: Kernel, p: Peaks) -> Optional[str]:
             f"limited by {why}")
 
 
+def tensor_cores(k: Kernel, p: Peaks) -> Optional[str]:
+    """Where a kernel's FLOP count leaves out its MMAs (and bound() cannot place it): the pipes it uses."""
+    busy, dram = uncounted_mma(k), k.get("dram_pct")
+    if busy < UNCOUNTED_MMA_PCT:
+        return None
+    return (f"{_short(k.name)} does its arithmetic on the tensor cores (busy {busy:.0f}% of the time), which the "
+            f"{p.precision.upper()} FLOP count leaves out" + (f"; DRAM runs at {dram:.0f}%" if dram is not None else "")
+            + ": neither is at its roof")
+
+
 def bound(k: Kernel, p: Peaks) -> Optional[str]:
     ai = intensity(k, p)
     dram = k.get("dram_pct")
@@ -224,7 +251,7 @@ def stalls(k: Kernel, p: Peaks) -> Optional[str]:
     return f"{_short(k.name)}: its warps wait mostly {_STALLS[top]} ({100 * known[top] / total:.0f}% of stalls)"
 
 
-RULES = (atomics_on_one_address, grid_too_small, uncoalesced, l1_busy, occupancy, bound, stalls)
+RULES = (atomics_on_one_address, grid_too_small, uncoalesced, l1_busy, occupancy, tensor_cores, bound, stalls)
 
 
 def hints(kernels: list, p: Peaks) -> list:
