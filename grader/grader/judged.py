@@ -25,13 +25,13 @@ from .results import Verdict
 
 STOPPED = "stopped by the grader: the program "
 """How the message of a case starts where the program went over its jail's limits (its work folder's disk
-or files, its cgroup's memory)."""
+or files, its cgroup's processes or memory)."""
 
 
 def over_own_limit(message: str) -> bool:
-    """Whether a case's message says its program went over its work folder's disk or file limit: what it
-    wrote alone, which no other program adds to (the memory limit's stop may not be its own:
-    sandbox.MEMORY_STOP)."""
+    """Whether a case's message says its program went over its work folder's disk or file limit or kept
+    forking past its process limit: what it did alone, which no other program adds to (the memory
+    limit's stop may not be its own: sandbox.MEMORY_STOP)."""
     return message.startswith(STOPPED) and not message.endswith(sandbox.MEMORY_STOP)
 
 

@@ -44,6 +44,11 @@ SUBORDINATE = ("/etc/subuid", "/etc/subgid")
 ID_MAPS = ("/proc/self/uid_map", "/proc/self/gid_map")
 """The ids this grader's user namespace maps (a container whose root is remapped maps 65,536)."""
 _CG_ROOT = Path("/sys/fs/cgroup")
+FORK_BOMB_REFUSALS = 10_000
+"""Processes and threads a run's cgroup refused for its pids.max, past which the run is stopped at once.
+A fork bomb is refused thousands of times a second (every process it made tries again), and would
+otherwise hold its case until the time limit, a "did not finish" like a slow kernel's; a program
+that meets its limit now and then (a pool of threads sized to a big machine) is refused a few times."""
 _COUNTER = itertools.count()
 
 
@@ -88,6 +93,14 @@ class Limits:
     def group(self) -> "Group":
         """A fresh cgroup for one run (empty where none can be made)."""
         return Group.make(self) if self.cgroups else Group([])
+
+    def over_processes(self, group: "Group") -> Optional[str]:
+        """Why the run's processes are past their limit for good (FORK_BOMB_REFUSALS), or None. The words
+        are fixed: the count the program ran up could carry a hidden case's sizes out."""
+        if group.refused_forks() < FORK_BOMB_REFUSALS:
+            return None
+        return (f"kept starting processes past its limit of {self.processes} processes and threads "
+                f"(refused {FORK_BOMB_REFUSALS:,} times)")
 
     def over_disk(self, work: Path) -> Optional[str]:
         """Why the work folder is over its limits, or None."""
@@ -246,6 +259,19 @@ class Group:
             except OSError:
                 pass
         return out
+
+    def refused_forks(self) -> int:
+        """How many times pids.max refused a process or thread to the group so far (0 without cgroups)."""
+        n = 0
+        for d in self.paths:
+            try:
+                for line in (d / "pids.events").read_text().splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == "max":
+                        n += int(v)
+            except (OSError, ValueError):
+                pass  # v1's memory folder has none
+        return n
 
     def oom_killed(self) -> bool:
         for d in self.paths:

@@ -159,13 +159,15 @@ class Proc:
             raise
 
     def running(self) -> bool:
-        """False once it has ended, or once it broke the jail's disk limit (then stopped_for says so)."""
+        """False once it has ended, or once it broke the jail's disk limit or kept forking past its process
+        limit (then stopped_for says so)."""
         if self.proc.poll() is not None:
             return False
         now = time.monotonic()
         if self.jail is not None and now >= self._next_disk:
             self._next_disk = now + 0.25
-            self.stopped_for = self.jail.limits.over_disk(self.cwd) or ""
+            limits = self.jail.limits
+            self.stopped_for = limits.over_disk(self.cwd) or limits.over_processes(self.group) or ""
             if self.stopped_for:
                 return False
         return True

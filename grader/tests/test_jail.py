@@ -147,6 +147,19 @@ def test_a_fork_bomb_stops_at_its_own_process_limit_and_the_machine_can_still_fo
 
 
 @needs_cgroups
+def test_a_fork_bomb_is_stopped_as_soon_as_it_keeps_forking_past_its_limit_and_the_stop_says_why(box):
+    # Before, it ran until the case's time limit (20 s) and was "did not finish": the same as a slow
+    # kernel, and the batch graded it a second time alone before that verdict counted.
+    r = box.run("""
+        int main(void) {
+            for (;;) fork();
+        }""", timeout=20)
+    assert not r.timed_out and r.seconds < 10, r
+    assert r.stopped_for == "kept starting processes past its limit of 64 processes and threads (refused 10,000 times)", r
+    assert subprocess.run(["true"]).returncode == 0
+
+
+@needs_cgroups
 def test_memory_is_bounded_across_all_of_a_submissions_processes(box):
     r = box.run("""
         int main(void) {

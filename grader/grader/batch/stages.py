@@ -57,7 +57,7 @@ NEIGHBOURLY = {grade.Verdict.RUNTIME_ERROR, grade.Verdict.LAUNCH_ERROR, grade.Ve
 """What a check can end in because of another one on its GPU: the other took the GPU's memory (a
 failed allocation, a refused launch) or most of its time. Never a wrong output or a race: another
 process cannot write into this one's memory. Nor a stop for going over its work folder's disk or file
-limit, which counts what it wrote alone (neighbourly())."""
+limit, which counts what it wrote alone, or for forking past its own process limit (neighbourly())."""
 
 
 def neighbourly(result) -> bool:
