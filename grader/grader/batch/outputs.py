@@ -135,11 +135,27 @@ class Outputs:
         return "\n".join(lines)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""How a cell a spreadsheet reads as a formula starts. A class download carries names students set
+themselves (Moodle's profile, Gradescope's account), and a gradebook is opened in a spreadsheet."""
+
+
+class _Writer:
+    """csv.writer whose text cells are never formulas: one that starts as one gets a leading
+    apostrophe, which a spreadsheet shows as text (scores, never negative, start with a digit)."""
+
+    def __init__(self, buf: io.StringIO):
+        self._w = csv.writer(buf, lineterminator="\n")
+
+    def writerow(self, row) -> None:
+        self._w.writerow(["'" + c if isinstance(c, str) and c.startswith(FORMULA_STARTS) else c for c in row])
+
+
 def gradebook_csv(state: dict, assignments: list) -> str:
     """student, name, one column per assignment, total, notes: one row per student (each member of
     a group submission). An empty cell: nothing graded for that assignment (the notes say why)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = _Writer(buf)
     w.writerow(["student", "name", *assignments, "total", "notes"])
     for student in sorted(state["entries"], key=str.lower):
         info = state["entries"][student]
@@ -191,7 +207,7 @@ def canvas_csv(state: dict, maxima: dict) -> str:
     class came from a Canvas bulk download), SIS User ID or SIS Login ID (an e-mail address); a column
     whose name is not an existing assignment's becomes a new one."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = _Writer(buf)
     w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *maxima])
     w.writerow(["    Points Possible", "", "", "", "", *(f"{m:g}" for m in maxima.values())])
     for m, info, scores in _rows(state, list(maxima)):
@@ -209,7 +225,7 @@ def moodle_csv(state: dict, assignments: list) -> str:
     participant id for a Moodle download, else the id the class gave; map it to the user field that
     holds it), their e-mail address where known, and a column per assignment to map to a grade item."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = _Writer(buf)
     w.writerow(["Identifier", "Email address", "Full name", *assignments])
     for m, info, scores in _rows(state, assignments):
         w.writerow([m.get("id") or "", m.get("email") or "", m.get("name") or info.get("name", ""),
