@@ -210,7 +210,8 @@ def main(args) -> int:
                 rec = not_graded(a, str(e))
             rec["isolation"] = isolation
             records.append(rec)
-            print(f"{a}: {rec.get('verdict')} {rec.get('score', 0):g}: {rec.get('message', '')}", flush=True)
+            print(report.printable(f"{a}: {rec.get('verdict')} {rec.get('score', 0):g}: {rec.get('message', '')}"),
+                  flush=True)
         hidden = {n: [c.id for c in t.cases if getattr(c, "hidden", False)] for n, t in task_of.items()}
         notes = "".join(f"\n{n}" for n in entry.notes)
         write_json(results_json(records, task_of, [n for n in names if n not in entry.files],

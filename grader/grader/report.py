@@ -12,6 +12,16 @@ from .tasks import describe
 _MARK = {Verdict.CORRECT: "pass", Verdict.NOT_RUN: "-"}
 
 
+def printable(text: str) -> str:
+    """Text as a terminal or a text file shows it, whatever a submission put in it: control and format
+    characters (escape sequences, carriage returns, bells, right-to-left overrides) written out as
+    \\x1b, \\u202e; newlines and tabs kept. A compiler error quotes the student's line, and a program's
+    output and messages are its own: an escape sequence there could erase a line of the TA's terminal and
+    print a verdict of its choosing, or set the terminal's clipboard."""
+    return "".join(c if c.isprintable() or c in "\n\t" else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in text)
+
+
 def terminal(r: GradeResult, verbose_build: bool = True) -> str:
     """What `make grade` prints."""
     out = []
@@ -65,13 +75,13 @@ def terminal(r: GradeResult, verbose_build: bool = True) -> str:
     out.append("")
     out.append(f"   Verdict: {r.verdict.value}" + (f": {r.message}" if r.message else ""))
     if r.verdict == Verdict.SKIPPED:
-        return "\n".join(out)
+        return printable("\n".join(out))
     perf_pts = r.score - r.correctness_points if r.verdict == Verdict.CORRECT else 0.0
     out.append(f"   Score: {r.score:g} / {r.max_score:g}  (correctness {r.correctness_points:g}, "
                f"performance {perf_pts:g})")
     if r.stage_seconds:
         out.append("   Stages: " + ", ".join(f"{k} {v:.1f} s" for k, v in r.stage_seconds.items()))
-    return "\n".join(out)
+    return printable("\n".join(out))
 
 
 def atomic_write(path: Path, text: str) -> None:

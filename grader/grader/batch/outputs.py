@@ -9,7 +9,7 @@ import os
 from typing import Optional
 
 from .. import gradescope
-from ..report import atomic_write, write_record
+from ..report import atomic_write, printable, write_record
 from . import classview
 from .progress import fmt_s
 from .reports import student_report
@@ -75,8 +75,8 @@ class Outputs:
         md, page, images = student_report(student, info, recs, self.tasks, refs, self.gpu)
         for file, svg in images.items():
             atomic_write(self.out / "reports" / file, svg)
-        atomic_write(self.out / "reports" / f"{student}.md", md)
-        atomic_write(self.out / "reports" / f"{student}.html", page)
+        atomic_write(self.out / "reports" / f"{student}.md", printable(md))
+        atomic_write(self.out / "reports" / f"{student}.html", printable(page))
         hidden = {n: [c.id for c in t.cases if getattr(c, "hidden", False)] for n, t in self.tasks.items()}
         graded = {r["assignment"] for r in recs}
         missing = [a for a in self.tasks if a not in graded and a not in info.get("files", {})]
@@ -127,7 +127,7 @@ class Outputs:
                    "rows": [{"student": s, "assignment": a, "verdict": v, "score": sc, "file": f}
                             for s, a, v, sc, f in rows]}
         gradescope.write_json(summary, self.out / "summary.json")
-        atomic_write(self.out / "summary.md", "```\n" + "\n".join(lines).strip() + "\n```\n")
+        atomic_write(self.out / "summary.md", "```\n" + printable("\n".join(lines).strip()) + "\n```\n")
         try:
             lines.append(f"the class per assignment (no names): {classview.write(self.out, self.tasks, self.gpu)}")
         except (OSError, ValueError, KeyError) as e:  # a record that cannot be read: the grades stand
@@ -142,13 +142,15 @@ themselves (Moodle's profile, Gradescope's account), and a gradebook is opened i
 
 class _Writer:
     """csv.writer whose text cells are never formulas: one that starts as one gets a leading
-    apostrophe, which a spreadsheet shows as text (scores, never negative, start with a digit)."""
+    apostrophe, which a spreadsheet shows as text (scores, never negative, start with a digit); and
+    control characters are written out (report.printable)."""
 
     def __init__(self, buf: io.StringIO):
         self._w = csv.writer(buf, lineterminator="\n")
 
     def writerow(self, row) -> None:
-        self._w.writerow(["'" + c if isinstance(c, str) and c.startswith(FORMULA_STARTS) else c for c in row])
+        self._w.writerow([printable("'" + c if c.startswith(FORMULA_STARTS) else c) if isinstance(c, str) else c
+                          for c in row])
 
 
 def gradebook_csv(state: dict, assignments: list) -> str:

@@ -5,6 +5,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..report import printable
+
 
 def fmt_s(s: float) -> str:
     s = int(round(s))
@@ -60,7 +62,7 @@ class Progress:
         with self.lock:
             if self.tty:
                 sys.stderr.write("\r\033[K")
-            print(line, file=sys.stderr, flush=True)
+            print(printable(line), file=sys.stderr, flush=True)
 
     def _progress(self, final: bool = False) -> None:
         elapsed = time.monotonic() - self.started

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import build, sandbox, submissions, tasks, workdir
 from ..limits import Limits
+from ..report import printable
 from ..results import GpuInfo
 from . import Options, in_shard
 from .baselines import SharedBaselines
@@ -133,7 +134,7 @@ class Batch(State, Outputs, Progress, Stages):
         self._save_state()
         wall = time.monotonic() - wall0
         text = self._summary(entries, wall)
-        print(text, flush=True)
+        print(printable(text), flush=True)
         return 2 if any(k.split("/")[0] in {e.student for e in entries} for k in self.state["errors"]) else 0
 
     def _todo(self, work_root: Path) -> tuple:
