@@ -1,6 +1,6 @@
 """Student archives (.zip, .tar.gz, .tar), opened without trusting them: an absolute path, a `..`,
-a link or a device, more than MAX_FILES files or more than MAX_BYTES bytes in all refuses the whole
-archive (Refused, saying why), before or while a byte of it is written."""
+a path more than MAX_DEPTH folders deep, a link or a device, more than MAX_FILES files or more than
+MAX_BYTES bytes in all refuses the whole archive (Refused, saying why), before or while a byte of it is written."""
 from __future__ import annotations
 
 import re
@@ -12,6 +12,9 @@ from typing import Optional
 
 MAX_FILES = 2000
 MAX_BYTES = 64 << 20
+MAX_DEPTH = 32
+"""Folders a path in an archive may go down: a path a thousand folders deep is longer than a path
+may be, and walking it recurses as deep."""
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
@@ -42,6 +45,8 @@ def _check_name(name: str) -> PurePosixPath:
     p = PurePosixPath(name)
     if ".." in p.parts:
         raise Refused(f"it holds a path that leaves the archive ({name})")
+    if len(p.parts) > MAX_DEPTH:
+        raise Refused(f"it holds a path {len(p.parts) - 1} folders deep, more than {MAX_DEPTH} ({name[:60]}...)")
     return p
 
 

@@ -74,6 +74,15 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _fresh(path: Path) -> Path:
+    """path, or path-2, path-3, ... (before its suffix) where it is taken: names that differ only in letters safe_id drops
+    (王伟.zip and 李娜.zip, Zoë and Zoé) get folders of their own."""
+    k, out = 2, path
+    while out.exists():
+        out, k = path.with_name(f"{path.stem}-{k}{path.suffix}"), k + 1
+    return out
+
+
 def safe_id(text: str) -> str:
     word = re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip()).strip("._-")
     return word[:80] or "student"
@@ -159,7 +168,7 @@ def fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
     files = [(f, str(f.relative_to(root))) for f in sources(root)]
     for arch in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and is_archive(p)):
         rel = arch.relative_to(root)
-        inner = staging / safe_id(str(rel))
+        inner = _fresh(staging / safe_id(str(rel)))
         try:
             extract(arch, inner, budget)
         except Refused as e:
@@ -265,7 +274,7 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
             if m:
                 canvas.setdefault((m.group("student"), m.group("uid")), []).append((item, m.group("file")))
             elif is_archive(item):
-                dest = staging / "archives" / safe_id(item.name)
+                dest = _fresh(staging / "archives" / safe_id(item.name))
                 try:
                     extract(item, dest)
                 except Refused as e:
@@ -278,7 +287,7 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
                     continue
                 raw.append((archive_stem(item), item.name, _layout(item), dest, [Member(archive_stem(item))], [], ""))
             else:  # a lone .cu named after the student
-                dest = staging / "loose" / safe_id(item.name)
+                dest = _fresh(staging / "loose" / safe_id(item.name))
                 dest.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(item, dest / "kernel.cu")
                 raw.append((item.stem, item.name, "file", dest, [Member(item.stem)], [], ""))
@@ -291,12 +300,12 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
         for item, name in got:
             if is_archive(item):
                 try:
-                    extract(item, dest / safe_id(archive_stem(Path(name))))
+                    extract(item, _fresh(dest / safe_id(archive_stem(Path(name)))))
                 except Refused as e:
                     notes.append(f"{item.name}: archive refused: {e}")
             else:
                 dest.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(item, dest / safe_id(name))
+                shutil.copyfile(item, _fresh(dest / safe_id(name)))
         raw.append((student, ", ".join(i.name for i, _ in got), "canvas", dest if dest.exists() else None,
                     [Member(uid, student)], notes, ""))
 
@@ -309,7 +318,10 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
         used.add(sid.lower())
         e = Entry(sid, source, layout, members or [Member(sid)], notes=list(notes), problem=problem)
         if root is not None and not problem:
-            fill(e, root, entry_points, staging / "fill" / sid)
+            try:
+                fill(e, root, entry_points, staging / "fill" / sid)
+            except (OSError, RecursionError) as ex:  # a tree too deep or too long to walk: this entry only
+                e.problem = f"nothing gradeable: its files could not be read ({type(ex).__name__})"
         elif not problem:
             e.problem = "nothing gradeable: " + (notes[0] if notes else "nothing in it")
         entries.append(e)

@@ -113,3 +113,34 @@ def test_canvas_and_moodle_downloads_are_grouped_by_student(tmp_path):
     assert sorted(found) == ["Jo_Bloggs", "smithjane"]
     assert sorted(found["smithjane"].files) == ["syr2k", "trmm"] and found["smithjane"].layout == "canvas"
     assert found["Jo_Bloggs"].members[0].id == "4242" and list(found["Jo_Bloggs"].files) == ["trmm"]
+
+
+def test_a_zip_nested_a_thousand_folders_deep_is_refused_and_the_rest_of_the_class_is_read(tmp_path):
+    # Unpacked, it made intake fail with a RecursionError: no one of the class was graded, every run again.
+    subs = tmp_path / "hw1"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "mallory.zip", "w") as z:
+        z.writestr("a/" * 1200 + "x.txt", "hi")
+    with zipfile.ZipFile(subs / "alice.zip", "w") as z:
+        z.writestr("trmm/kernel.cu", ENTRY)
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    assert list(found["alice"].files) == ["trmm"]
+    assert "folders deep" in found["mallory"].problem, found["mallory"].problem
+
+
+def test_students_whose_names_differ_only_in_letters_outside_ascii_are_each_graded_on_their_own_file(tmp_path):
+    # Their archives and files were unpacked into one folder, named after the ASCII letters of the name:
+    # one student was graded on the other's code, with no note.
+    subs = tmp_path / "hw1"
+    subs.mkdir()
+    own = {"王伟": "hw1/trmm/kernel.cu", "李娜": "trmm/kernel.cu"}
+    for name, path in own.items():
+        with zipfile.ZipFile(subs / f"{name}.zip", "w") as z:
+            z.writestr(path, ENTRY + f"// {name}\n")
+    for name in ("Zoë Li", "Zoé Li"):
+        (subs / f"{name}.cu").write_text(ENTRY + f"// {name}\n")
+    entries = submissions.discover(subs, EPS, tmp_path / "st")
+    graded = {e.members[0].id: e.files["trmm"].read_text() for e in entries}
+    assert sorted(graded) == sorted([*own, "Zoë Li", "Zoé Li"])
+    for name, text in graded.items():
+        assert text.endswith(f"// {name}\n"), (name, text)
