@@ -127,6 +127,9 @@ NM = "nm"
 any string), so it runs where the compiler does: in the jail's compile view, never as the TA."""
 SYMBOLS_BYTES = 256 << 20
 """The most of nm's listing that is read: an object that lists more is refused, not half scanned."""
+OBJECT_BYTES = 256 << 20
+"""The largest kernel.o scanned: the scan reads it into the grader's own memory, outside every limit
+of the jail (a student's `.space 1500000000` made 1.5 GB in two seconds). A kernel's is a few MB."""
 
 
 class ScanError(Exception):
@@ -156,7 +159,13 @@ def scan_forbidden(obj: Path) -> list:
     """Calls the assignments forbid, found in the object's symbols (undefined ones too: a library's
     function or the driver's loader of prebuilt GPU code called the ordinary way) and strings. The
     symbols decide; the source beside the object (kernel.cu) only helps to name Thrust calls.
-    ScanError where the symbols cannot be listed in full."""
+    ScanError where the symbols cannot be listed in full, or the object is larger than OBJECT_BYTES."""
+    try:
+        size = obj.stat().st_size
+    except OSError:
+        size = 0
+    if size > OBJECT_BYTES:
+        raise ScanError(f"{obj.name} is {size / 2**20:,.0f} MiB, more than the {OBJECT_BYTES >> 20} MiB the grader reads")
     out = list_symbols(obj)
     found, seen = [], set()
 
@@ -287,11 +296,16 @@ def _by_registration(obj: Path, data: bytes, sections) -> list:
 
 def _by_macro(source: Path) -> list:
     """#define directives that rename a library's identifier (`#define DeviceReduce DevR` before
-    including CUB compiles CUB's device-wide reduction under another name)."""
+    including CUB compiles CUB's device-wide reduction under another name), read as the preprocessor
+    reads them: lines joined where a backslash ends one, comments taken for a space, and the digraph
+    %: for # (`%:define cub kub`, `#/**/define cub kub` and `#def\\<newline>ine cub kub` each rename
+    the namespace of all of CUB, which no symbol then names)."""
     try:
-        text = source.read_text(errors="replace").replace("\\\n", " ")
+        text = source.read_text(errors="replace")
     except OSError:
         return []
+    text = text.replace("\\\r\n", "").replace("\\\n", "")
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S).replace("%:", "#")
     return [("a library identifier renamed with #define", f"#define {m.group(1)}") for m in _RENAMED.finditer(text)]
 
 

@@ -31,6 +31,11 @@ void trmm(int n, const double* A, double* B) {
 }
 """
 
+# The namespace renamed by a #define the preprocessor reads but a plain search for "#define" does
+# not: spelled with the digraph %:, split by a comment, or split over two lines.
+CUB_NAMESPACE_RENAMED = {how: head + "\n" + CUB_DEVICE.replace("cub::", "kub::") for how, head in (
+    ("digraph", "%:define cub kub"), ("comment", "#/**/define cub kub"), ("spliced", "#def\\\nine cub kub"))}
+
 THRUST = """\
 #include <thrust/execution_policy.h>
 #include <thrust/reduce.h>
@@ -111,6 +116,10 @@ SOURCES = {
     "dlsym_cublas": DLSYM_CUBLAS,
     "register_fatbinary": TESTS / "hostile_register_fatbinary.cu",
     "no_kernel": NO_KERNEL,
+    **{f"cub_namespace_{how}": text for how, text in CUB_NAMESPACE_RENAMED.items()},
+    # 3 MB of read-only data: at 1.5 GB (two seconds to compile) the scan, which runs in the grader's
+    # own process and outside every limit, held 3 GB of memory for 24 s.
+    "padded": 'asm(".section .rodata.pad, \\"a\\"\\n.space 3000000, 0x41\\n.previous");\n' + NO_KERNEL,
     # What the compiler says of a line is shown to the student and the TA, and it quotes the line: raw
     # escape sequences there would rewrite the TA's terminal (erase the line, print a verdict of their
     # choosing) or set its clipboard (OSC 52), and a right-to-left override would reorder what follows.
@@ -174,6 +183,22 @@ def test_cub_s_device_wide_reduction_renamed_with_a_define_is_still_forbidden(co
     assert c.ok, c.messages
     assert Forbidden("a library identifier renamed with #define", "#define DeviceReduce") in c.forbidden
     assert any(f.library == "CUB device-wide algorithm" for f in c.forbidden), c.forbidden  # by its kernels
+
+
+@pytest.mark.parametrize("how", sorted(CUB_NAMESPACE_RENAMED))
+def test_cub_s_namespace_renamed_by_a_define_written_as_the_preprocessor_reads_it_is_forbidden(compiled, how):
+    c = compiled[f"cub_namespace_{how}"]
+    assert c.ok, c.messages
+    assert Forbidden("a library identifier renamed with #define", "#define cub") in c.forbidden, c.forbidden
+
+
+def test_an_object_larger_than_the_grader_reads_is_refused_before_a_byte_of_it_is_read(compiled, monkeypatch):
+    c = compiled["padded"]
+    assert c.ok and c.forbidden == [], c
+    monkeypatch.setattr(build, "OBJECT_BYTES", 2 << 20)
+    monkeypatch.setattr(build, "list_symbols", lambda obj: pytest.fail("the object was read"))
+    with pytest.raises(build.ScanError, match=r"kernel.o is 3 MiB, more than the 2 MiB"):
+        build.scan_forbidden(c.workdir / "kernel.o")
 
 
 def test_loading_a_prebuilt_gpu_binary_through_the_driver_is_forbidden_and_named(compiled):
