@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 import sys
 import time
 from dataclasses import dataclass
@@ -206,16 +207,52 @@ def _describe(task: Task, case_id: str) -> str:
 # Correctness.
 
 def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: Optional[tuple] = None) -> list:
-    """One CaseResult per case. The judge runs the pending cases in order; after a fault the rest
-    run with a fresh runner, after a timeout or a limit of the jail they are not run. Forbidden when
-    the runner loaded a forbidden library."""
+    """One CaseResult per case. The public cases run in `work`; the hidden ones at the same time in a
+    runner and a folder of their own, removed after: what a runner saw of a hidden case (its sizes)
+    cannot reach a public case's message, which says what the program computed (a relative error it
+    can choose within the tolerance), nor through a file a later run of the grading (the timing)."""
+    public = [c for c in task.cases if not c.hidden]
+    hidden = [c for c in task.cases if c.hidden]
+    if not hidden:
+        verdicts, seconds, checks = _cases(task, work, arch, public, secret, gpus, "correctness")
+    else:
+        apart = workdir.new("kit-hidden-")
+        try:
+            shutil.copy2(work / "runner", apart / "runner")
+            with ThreadPoolExecutor(2) as pool:
+                mine = pool.submit(_cases, task, apart, arch, hidden, secret, gpus, "hidden")
+                verdicts, seconds, checks = _cases(task, work, arch, public, secret, gpus, "correctness")
+                for got, more in zip((verdicts, seconds, checks), mine.result()):
+                    got.update(more)
+        finally:
+            shutil.rmtree(apart, ignore_errors=True)
+
+    out = []
+    for c in task.cases:
+        v = verdicts.get(c.id, (Verdict.NOT_RUN, "not run"))
+        if v is None:
+            r = case_result(c, checks.get(c.id, []), seconds.get(c.id))
+        else:
+            r = CaseResult(c.id, c.params, v[0], v[1], tolerance=c.tol)
+        if c.hidden:  # what students see of a hidden case: its verdict, never its sizes (nor a number
+            r.params, r.seconds, r.rel_error = {}, None, None  # the program chose, which could carry them)
+        out.append(r)
+    return out
+
+
+def _cases(task: Task, work: Path, arch: str, cases: list, secret: Optional[int], gpus: Optional[tuple],
+           label: str) -> tuple:
+    """({case id: None (ran to its end: its checks decide) or (verdict, message)}, {id: seconds}, {id:
+    check records}) of `cases` run in `work`. The judge runs the pending cases in order; after a fault
+    the rest run with a fresh runner, after a timeout or a limit of the jail they are not run.
+    Forbidden when the runner loaded a forbidden library."""
     verdicts, seconds, checks = {}, {}, {}
-    pending = list(task.cases)
+    pending = list(cases)
     attempt = 0
     while pending:
         attempt += 1
         plan = "".join(protocol.plan_line("case", c.id, c.seed, c.tol, c.reference, c.params) + "\n" for c in pending)
-        s = judged.session(task, work, arch, plan, f"correctness{attempt}", task.timeouts["case"], len(pending), secret, gpus)
+        s = judged.session(task, work, arch, plan, f"{label}{attempt}", task.timeouts["case"], len(pending), secret, gpus)
         for r in s.records:
             if r.get("event") == "done":
                 verdicts[r["case"]] = None  # ran to the end: the comparison decides
@@ -252,15 +289,4 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
                 verdicts[later] = (Verdict.NOT_RUN, f"not run: {why}")
             break
         pending = [c for c in pending[ids.index(current) + 1:]]
-
-    out = []
-    for c in task.cases:
-        v = verdicts.get(c.id, (Verdict.NOT_RUN, "not run"))
-        if v is None:
-            r = case_result(c, checks.get(c.id, []), seconds.get(c.id))
-        else:
-            r = CaseResult(c.id, c.params, v[0], v[1], tolerance=c.tol)
-        if c.hidden:  # what students see of a hidden case: its verdict, never its sizes (nor a number
-            r.params, r.seconds, r.rel_error = {}, None, None  # the program chose, which could carry them)
-        out.append(r)
-    return out
+    return verdicts, seconds, checks

@@ -52,8 +52,10 @@ def _scenario(text: str) -> str:
 def patches(folder: Path, calls: dict) -> dict:
     """{(object, attribute): replacement}: the builds, the checker and the GPU replaced by the fake."""
     checker = Path(folder) / "fake-checker"
-    # The checker finds the scenario in the folder it runs in (the submission's work folder).
-    _wrapper(checker, "checker", "$PWD/scenario")
+    # The checker finds the scenario in the folder it runs in (the submission's work folder), or, in
+    # the folder of the hidden cases, through the runner copied there (which names the work folder's).
+    _wrapper(checker, "checker", "$([ -f \"$PWD/scenario\" ] && echo \"$PWD/scenario\" || "
+                                 "sed -n 's/.*cat \"\\(.*\\)\").*/\\1/p' \"$PWD/runner\")")
 
     def compile_submission(src, work, arch, timeout):
         text = Path(src).read_text()

@@ -299,6 +299,31 @@ def test_a_fault_in_a_hidden_case_is_told_without_anything_the_program_chose_so_
     assert re.search(r"\d", s.fault("hidden-1")[1])  # a public case's message says it all
 
 
+def test_a_hidden_case_s_sizes_reach_no_public_case_of_the_grading_through_the_runner_s_memory_or_its_files(
+        kit, tmp_path, monkeypatch):
+    """Every task runs a hidden case before a public one. In one runner, the program remembered the
+    hidden size and wrote it into the public case's relative error, shown with it (7.8e-14 for n =
+    777, still within the tolerance), and a file in the work folder would carry it to the timing's
+    runner. The hidden cases now run in a runner and a folder of their own, removed after."""
+    from grader import grade
+    from grader.tasks import Case
+    cases = [Case("hidden-1", {"n": 777}, 11, "cpu", 1e-12, hidden=True), Case("n1000", {"n": 1000}, 12, "cpu", 1e-12)]
+    task = type("Task", (), {"name": "protocol", "cases": cases, "timeouts": {"case": 20}})()
+    work = tmp_path / "work"
+    work.mkdir()
+    os.chmod(tmp_path, 0o755)
+    shutil.copy(kit["runners"]["hidden_to_public"], work / "runner")
+    monkeypatch.setattr(judged.build, "checker_path", lambda task, arch: kit["checker"])
+    real_run = judged.run
+    monkeypatch.setattr(judged, "run", lambda *a, **k: real_run(*a, **{**k, "view": None,
+                                                                         "judge_args": ("--memory", "host")}))
+    results = {r.id: r for r in grade.correctness(task, work, ARCH, None)}
+    assert [results[c.id].verdict.value for c in cases] == ["correct", "correct"], results
+    assert results["n1000"].message == "relative error 0.0e+00", results["n1000"].message
+    assert not (work / "remembered.txt").exists()
+    assert not list(tmp_path.parent.glob("kit-hidden-*")) and not list(Path(tempfile.gettempdir()).glob("kit-hidden-*"))
+
+
 def test_a_hidden_case_s_message_gives_no_relative_error_which_the_program_could_choose(kit):
     out = judge(kit, "hidden_error", plan=HIDDEN)
     found = events(out, "check", "hidden-1")
