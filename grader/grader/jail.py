@@ -180,7 +180,7 @@ class Jail:
                     f"namespaces",
             "network": "cut (own network namespace)",
             "filesystem": ("compile: /usr and the CUDA toolkit read-only, the math libraries' files (cuBLAS, cuFFT, "
-                           "...) empty; run: the C/C++ runtimes and libcuda "
+                           "...) empty, other CUDA toolkits and pip's NVIDIA wheels hidden; run: the C/C++ runtimes and libcuda "
                            "only, /dev/nvidia*; both: the submission's work folder and a private /tmp, nothing else"),
             "processes": f"own PID namespace, ended with the run; {lim.describe_processes()}",
             "memory": lim.describe_memory(),
@@ -247,7 +247,7 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
                 devices=sorted(str(d) for d in Path("/dev").glob("nvidia*") if d.is_char_device()),
                 sanitizer=Path(sanitizer).parent if sanitizer else None, profiler=profiler_folder(),
                 limits=limits or Limits(), stage=stage,
-                hidden=sorted({str(Path(h).resolve()) for h in hidden if Path(h).is_dir()}))
+                hidden=sorted({str(Path(h).resolve()) for h in (*hidden, *library_trees(toolkit)) if Path(h).is_dir()}))
     if stage is not None:
         jail.include = jail.expose(include)
     check_namespaces(jail)
@@ -389,6 +389,21 @@ def library_files(toolkit: Path) -> list:
                 if _forbidden(f.name) and f.resolve().is_file() and f"{f.resolve()}/".startswith(
                         (*_UNDER_SYSTEM, f"{toolkit}/")):
                     found.add(str(f.resolve()))
+    return sorted(found)
+
+
+def library_trees(toolkit: Path) -> list:
+    """Folders under /usr that hold copies of the forbidden libraries beside those library_files
+    empties: the other CUDA toolkits (/usr/local/cuda-*) and pip's NVIDIA wheels
+    (python3*/{site,dist}-packages/nvidia). No step needs them: hidden whole (Jail.hidden)."""
+    mine = Path(toolkit).resolve()
+    found = set()
+    for d in Path("/usr/local").glob("cuda*"):
+        r = d.resolve()
+        if r.is_dir() and not f"{mine}/".startswith(f"{r}/") and not f"{r}/".startswith(f"{mine}/"):
+            found.add(str(r))
+    for top in ("/usr/lib", "/usr/lib64", "/usr/local/lib"):
+        found.update(str(d.resolve()) for d in Path(top).glob("python3*/*-packages/nvidia") if d.is_dir())
     return sorted(found)
 
 

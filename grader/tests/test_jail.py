@@ -390,6 +390,42 @@ def test_gradescope_in_a_container_without_user_namespaces_refuses_and_runs_noth
     assert not marker.exists()
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None or not os.access("/usr/local/lib", os.W_OK),
+                    reason="needs nvcc on PATH and a /usr/local this test may write in (root)")
+def test_copies_of_the_math_libraries_beside_the_toolkit_in_use_cannot_be_embedded_in_the_object(tmp_path):
+    """The compile view empties the forbidden libraries of the toolkit in use and of the system's
+    library folders. Another toolkit (/usr/local/cuda-12.x) and pip's NVIDIA wheels
+    (python3.x/dist-packages/nvidia/cublas/lib) hold copies too, and `.incbin` put those in the object."""
+    from jail_box import Box, small_limits
+    toolkit = Path(tempfile.mkdtemp(prefix="cuda-kit-test-", dir="/usr/local"))
+    wheels = Path(tempfile.mkdtemp(prefix="python3-kit-test-", dir="/usr/local/lib"))
+    copies = [toolkit / "lib64" / "libcublas.so.12", wheels / "dist-packages" / "nvidia" / "cublas" / "lib" / "libcublas.so.12"]
+    b = None
+    try:
+        for f in copies:
+            f.parent.mkdir(parents=True)
+            f.write_bytes(b"cuBLAS's GPU code " * 100_000)
+            for d in (toolkit, wheels, *f.parents):
+                if str(d).startswith(("/usr/local/cuda-kit-test-", "/usr/local/lib/python3-kit-test-")):
+                    os.chmod(d, 0o755)
+            os.chmod(f, 0o644)
+        b = Box(tmp_path, small_limits())
+        for i, f in enumerate(copies):
+            src = tmp_path / f"embed{i}.cu"
+            src.write_text(f'asm(".section .kit_blob, \\"a\\"\\n.incbin \\"{f}\\"\\n.previous");\n'
+                           'void trmm(int n, const double* A, double* B) { }\n')
+            work = b.root / f"embed{i}"
+            work.mkdir()
+            ok, messages = build.compile_submission(src, work, "sm_90", 300)
+            assert not ok or (work / "kernel.o").stat().st_size < 1 << 20, f"{f} went into the object"
+    finally:
+        sandbox.confine(None)
+        if b is not None:
+            shutil.rmtree(b.root, ignore_errors=True)
+        shutil.rmtree(toolkit, ignore_errors=True)
+        shutil.rmtree(wheels, ignore_errors=True)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None or not os.access("/usr/local", os.W_OK),
                     reason="needs nvcc on PATH and a /usr/local this test may write in (root)")
 @pytest.mark.parametrize("nvcc_on_path", ["the toolkit's own", "a wrapper script beside the kit"])
