@@ -242,12 +242,14 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     toolkit = toolkit_root() or Path("/usr/local/cuda").resolve()
     sanitizer = sanitizer_executable()
     libs = runtime_libraries(probe)
+    profiler = profiler_folder()
+    tools = (Path(sanitizer).parent if sanitizer else None, profiler)
     jail = Jail(bwrap=bwrap, toolkit=toolkit, include=Path(include).resolve(), runtime=libs,
                 emptied=library_files(toolkit),
                 devices=sorted(str(d) for d in Path("/dev").glob("nvidia*") if d.is_char_device()),
-                sanitizer=Path(sanitizer).parent if sanitizer else None, profiler=profiler_folder(),
-                limits=limits or Limits(), stage=stage,
-                hidden=sorted({str(Path(h).resolve()) for h in (*hidden, *library_trees(toolkit)) if Path(h).is_dir()}))
+                sanitizer=tools[0], profiler=profiler, limits=limits or Limits(), stage=stage,
+                hidden=sorted({str(Path(h).resolve()) for h in (*hidden, *library_trees(toolkit, tools))
+                               if Path(h).is_dir()}))
     if stage is not None:
         jail.include = jail.expose(include)
     check_namespaces(jail)
@@ -392,15 +394,16 @@ def library_files(toolkit: Path) -> list:
     return sorted(found)
 
 
-def library_trees(toolkit: Path) -> list:
+def library_trees(toolkit: Path, used: tuple = ()) -> list:
     """Folders under /usr that hold copies of the forbidden libraries beside those library_files
     empties: the other CUDA toolkits (/usr/local/cuda-*) and pip's NVIDIA wheels
-    (python3*/{site,dist}-packages/nvidia). No step needs them: hidden whole (Jail.hidden)."""
-    mine = Path(toolkit).resolve()
+    (python3*/{site,dist}-packages/nvidia). Hidden whole (Jail.hidden), but for a toolkit that holds
+    the one in use or a tool a step runs (`used`: compute-sanitizer's and Nsight Compute's folders)."""
+    mine = [f"{Path(p).resolve()}/" for p in (toolkit, *used) if p]
     found = set()
     for d in Path("/usr/local").glob("cuda*"):
         r = d.resolve()
-        if r.is_dir() and not f"{mine}/".startswith(f"{r}/") and not f"{r}/".startswith(f"{mine}/"):
+        if r.is_dir() and not any(m.startswith(f"{r}/") or f"{r}/".startswith(m) for m in mine):
             found.add(str(r))
     for top in ("/usr/lib", "/usr/lib64", "/usr/local/lib"):
         found.update(str(d.resolve()) for d in Path(top).glob("python3*/*-packages/nvidia") if d.is_dir())
