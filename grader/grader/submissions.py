@@ -281,7 +281,10 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
                     raw.append((archive_stem(item), item.name, _layout(item), None, [Member(archive_stem(item))], [],
                                 f"nothing gradeable: the archive was refused: {e}"))
                     continue
-                inner = _find_export(dest)
+                # Gradescope's export downloaded as one archive is the whole class: read as such only
+                # when it is all the folder holds. A student's archive is that student's entry, whatever
+                # metadata it carries (its own submission_metadata.yml would name other students).
+                inner = _find_export(dest) if len(items) == 1 else None
                 if inner is not None:
                     add_export(inner, f"{item.name}:")
                     continue

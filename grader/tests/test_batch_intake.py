@@ -144,3 +144,36 @@ def test_students_whose_names_differ_only_in_letters_outside_ascii_are_each_grad
     assert sorted(graded) == sorted([*own, "Zoë Li", "Zoé Li"])
     for name, text in graded.items():
         assert text.endswith(f"// {name}\n"), (name, text)
+
+
+def test_a_students_archive_holding_a_gradescope_export_is_that_students_entry_and_adds_no_one(tmp_path):
+    # Read as the class's export, aaron.zip's own submission_metadata.yml named alice and bob as the
+    # submitters of skeletons in it: their rows came first in the gradebook, and the ids alice and bob
+    # (records, reports, results.json) went to aaron's files, the real ones becoming alice-2 and bob-2.
+    subs = tmp_path / "class"
+    subs.mkdir()
+    for who in ("alice", "bob"):
+        with zipfile.ZipFile(subs / f"{who}.zip", "w") as z:
+            z.writestr("trmm/kernel.cu", ENTRY + f"// {who}\n")
+    meta = "".join(f"submission_{i}:\n  :submitters:\n  - :name: {who}\n    :sid: {who}\n"
+                   for i, who in enumerate(("alice", "bob", "aaron"), 1))
+    with zipfile.ZipFile(subs / "aaron.zip", "w") as z:
+        z.writestr("submission_metadata.yml", "---\n" + meta)
+        for i in (1, 2, 3):
+            z.writestr(f"submission_{i}/trmm/kernel.cu", ENTRY + "// aaron\n")
+    found = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    assert sorted(found) == ["aaron", "alice", "bob"], sorted(found)
+    for who in ("alice", "bob", "aaron"):
+        assert [m.id for m in found[who].members] == [who]
+        assert found[who].files["trmm"].read_text().endswith(f"// {who}\n")
+
+
+def test_a_gradescope_export_downloaded_as_one_archive_is_still_read_as_the_class(tmp_path):
+    subs = tmp_path / "class"
+    subs.mkdir()
+    with zipfile.ZipFile(subs / "assignment_123_export.zip", "w") as z:
+        z.writestr("assignment_123_export/submission_metadata.yml",
+                   "---\nsubmission_1:\n  :submitters:\n  - :name: Ada Lovelace\n    :sid: '1815'\n")
+        z.writestr("assignment_123_export/submission_1/kernel.cu", ENTRY)
+    [entry] = submissions.discover(subs, EPS, tmp_path / "st")
+    assert entry.student == "1815" and entry.layout == "gradescope" and list(entry.files) == ["trmm"]
