@@ -324,6 +324,13 @@ def test_a_hidden_case_s_sizes_reach_no_public_case_of_the_grading_through_the_r
     assert not list(tmp_path.parent.glob("kit-hidden-*")) and not list(Path(tempfile.gettempdir()).glob("kit-hidden-*"))
 
 
+def test_a_runner_that_truncates_the_judge_s_doorbell_gets_its_wrong_answer_judged_not_a_failed_kit(kit):
+    out = judge(kit, "shrinks_the_doorbell", plan=CORRECTNESS)
+    assert out["judge"] == 0, out["judge_output"]
+    found = events(out, "check", "small")
+    assert found and not any(c["pass"] for c in found), out["records"]
+
+
 def test_a_hidden_case_s_message_gives_no_relative_error_which_the_program_could_choose(kit):
     out = judge(kit, "hidden_error", plan=HIDDEN)
     found = events(out, "check", "hidden-1")

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <cuda.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -123,8 +124,11 @@ SharedArrays::SharedArrays(const std::vector<ArraySpec>& s, Memory m) : memory(m
         note_device_in_use(a.device);
         size_t want = alloc_bytes(a);
         if (memory == Memory::host) {
-            int fd = memfd_create("kit-array", MFD_CLOEXEC);
-            if (fd < 0 || ftruncate(fd, (off_t)want) != 0) throw std::runtime_error(std::string("memfd: ") + strerror(errno));
+            // Sealed at its size, as the doorbell is: the runner maps it and keeps its descriptor.
+            int fd = memfd_create("kit-array", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+            if (fd < 0 || ftruncate(fd, (off_t)want) != 0 ||
+                fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+                throw std::runtime_error(std::string("memfd: ") + strerror(errno));
             fds.push_back(fd);
             bytes.push_back(want);
             ptrs.push_back(map_host(fd, want));

@@ -128,8 +128,12 @@ bool Channel::receive(Message& m, double timeout_ms) {
 }
 
 Doorbell* make_doorbell(int& fd) {
-    fd = memfd_create("kit-doorbell", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, 4096) != 0) fail(std::string("memfd: ") + strerror(errno));
+    // Sealed at its size before the runner gets it: a runner that kept the descriptor could otherwise
+    // truncate the page and kill the judge, which spins on it, with SIGBUS (the kit's failure, not a
+    // verdict). Writes stay open: both sides ring it.
+    fd = memfd_create("kit-doorbell", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, 4096) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        fail(std::string("memfd: ") + strerror(errno));
     return map_doorbell(fd);
 }
 
