@@ -242,7 +242,17 @@ class Group:
             (mem / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
             _try_write(mem / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
             (pids / "pids.max").write_text(str(limits.processes))
-            return cls([mem, pids])
+            paths = [mem, pids]
+            # The CPU all its processes used, ended ones too (cpuacct.usage), which the judge reads to tell
+            # the program's own load from another program's; without it only the runner's threads count.
+            acct = next((_CG_ROOT / c for c in ("cpuacct", "cpu,cpuacct") if os.access(_CG_ROOT / c, os.W_OK)), None)
+            if acct is not None:
+                try:
+                    (acct / "kit-jails" / name).mkdir(parents=True)
+                    paths.append(acct / "kit-jails" / name)
+                except OSError:
+                    pass
+            return cls(paths)
         except OSError as e:
             raise OSError(f"cannot make the submission's cgroup: {e}") from None
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader import checks, jail, judged, sandbox, tasks
-from grader.limits import Limits, jail_uid
+from grader.limits import Limits, cgroup_kind, jail_uid
 from jail_box import SYSTEM_PYTHON, as_user
 
 ROOT = tasks.ROOT
@@ -322,6 +322,29 @@ def test_a_hidden_case_s_sizes_reach_no_public_case_of_the_grading_through_the_r
     assert results["n1000"].message == "relative error 0.0e+00", results["n1000"].message
     assert not (work / "remembered.txt").exists()
     assert not list(tmp_path.parent.glob("kit-hidden-*")) and not list(Path(tempfile.gettempdir()).glob("kit-hidden-*"))
+
+
+@pytest.mark.skipif(cgroup_kind() is None or shutil.which("bwrap") is None,
+                    reason="needs bubblewrap and a cgroup the grader may make (root, cgroup v2 or v1)")
+def test_the_cpu_a_jailed_runner_s_child_processes_use_is_counted_as_its_own(kit, tmp_path):
+    """The judge tells the program's own CPU use apart from other programs' by its cgroup's; on cgroup
+    v1 it read none and counted the runner's threads only, so a child process that spun beside the
+    timed runs passed for another program, and the timing was taken again (performance.py)."""
+    root = Path(tempfile.mkdtemp(prefix="kit-protocol-jail-"))
+    try:
+        j = sandbox.open_jail(root, ROOT / "harness" / "include", None, Limits())
+        j.runtime = jail.runtime_libraries(kit["runners"]["forks_a_spinner"])
+        work = root / "0000-spinner-scale"
+        work.mkdir()
+        shutil.copy(kit["runners"]["forks_a_spinner"], work / "runner")
+        s = judged.run(kit["checker"], TIMED, [str(work / "runner")], work, "session", 20, 120, view="run",
+                       read_only=(work / "runner",), judge_args=("--memory", "host"))
+    finally:
+        sandbox.confine(None)
+        shutil.rmtree(root, ignore_errors=True)
+    [timed] = [r for r in s.records if r.get("event") == "timed"]
+    assert all(c["pass"] for c in s.records if c.get("event") == "check"), s.records
+    assert sum(timed["others_cpu_ms"]) >= 45, timed  # three runs of 30 ms each, with room for a slow machine
 
 
 def test_a_runner_that_truncates_the_judge_s_doorbell_gets_its_wrong_answer_judged_not_a_failed_kit(kit):

@@ -222,13 +222,21 @@ bool schedstat(int pid, const std::string& name, double& on_cpu_ms, double& wait
 }
 
 // The cpu.stat of `pid`'s cgroup where that group is one the grader made for it alone ("" if none).
+// The file that holds the CPU time of the process's own group (the grader's, under kit-jails/): cgroup
+// v2's cpu.stat, or v1's cpuacct.usage where the grader made one in that controller; "" for none.
 std::string own_cgroup_stat(int pid) {
     std::string text;
     if (!read_proc(pid, "cgroup", text)) return "";
     std::istringstream in(text);
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind("0::", 0) == 0 && line.find("/kit-jails/") != std::string::npos)
-            return "/sys/fs/cgroup" + line.substr(3) + "/cpu.stat";
+    for (std::string line; std::getline(in, line);) {
+        const size_t group = line.find(":/kit-jails/");
+        if (group == std::string::npos) continue;
+        if (line.rfind("0::", 0) == 0) return "/sys/fs/cgroup" + line.substr(3) + "/cpu.stat";
+        const size_t first = line.find(':');
+        const std::string controllers = line.substr(first + 1, group - first - 1);  // "cpuacct", "cpu,cpuacct"
+        if (("," + controllers + ",").find(",cpuacct,") != std::string::npos)
+            return "/sys/fs/cgroup/" + controllers + line.substr(group + 1) + "/cpuacct.usage";
+    }
     return "";
 }
 
@@ -249,9 +257,10 @@ double others_cpu_ms(int pid) {
         // The group's time and the first thread's are charged at the same moments, so the difference
         // is exactly what the rest of the group ran, threads and processes that have ended included.
         std::string stat;
-        unsigned long long usec = 0;
-        if (read_file(it->second, stat) && std::sscanf(stat.c_str(), "usage_usec %llu", &usec) == 1)
-            return usec / 1e3 - first;
+        unsigned long long usage = 0;
+        const bool v1 = it->second.size() > 14 && it->second.compare(it->second.size() - 14, 14, "/cpuacct.usage") == 0;
+        if (read_file(it->second, stat) && std::sscanf(stat.c_str(), v1 ? "%llu" : "usage_usec %llu", &usage) == 1)
+            return v1 ? usage / 1e6 - first : usage / 1e3 - first;  // nanoseconds on v1, microseconds on v2
     }
     // No group of its own: its other threads that are still there.
     double sum = 0;
