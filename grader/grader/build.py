@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import protocol, sandbox
-from .jail import FORBIDDEN_LIBS, toolkit_root
+from .jail import toolkit_root
+from .libraries import FORBIDDEN_LIBS
 from .tasks import ROOT, Task
 
 

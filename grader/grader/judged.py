@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import build, jail, protocol, sandbox
+from . import build, libraries, protocol, sandbox
 from .results import Verdict
 
 
@@ -162,7 +162,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
     rfd, wfd = os.pipe()
     protocol.write_fresh(work / f"{label}.plan", plan)
     cmd = [str(checker), "judge", "-", "--socket", str(mine.fileno()), "--results", str(wfd),
-           "--forbid", ",".join(jail.FORBIDDEN_LIBS), *judge_args]
+           "--forbid", ",".join(libraries.FORBIDDEN_LIBS), *judge_args]
     judge = runner = None
     lines = _Lines(rfd)
     stopped = lambda: stop is not None and stop.is_set()
