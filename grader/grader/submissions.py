@@ -127,7 +127,9 @@ def assign(files: list, entry_points: dict) -> tuple:
         if not found:  # 3. the entry point it defines
             text = _strip_comments(f.read_text(errors="replace"))
             defined = [a for a, ep in entry_points.items()
-                       if re.search(r"\b" + re.escape(entry_name(ep)) + r"\s*\([^;{}]*\)\s*\{", text)]
+                       # no parenthesis inside the parameter list: with one allowed, text like
+                       # trmm(trmm(trmm(... took quadratic time (a parameter list holds none)
+                       if re.search(r"\b" + re.escape(entry_name(ep)) + r"\s*\([^;{}()]*\)\s*\{", text)]
             if len(defined) == 1:
                 found, rule = defined[0], 3
             elif len(defined) > 1:
