@@ -438,6 +438,29 @@ def test_shards_of_a_class_merged_give_the_gradebook_records_and_reports_of_one_
     assert sorted(p.name for p in (split / "gradescope").iterdir()) == sorted(p.name for p in (one / "gradescope").iterdir())
 
 
+def test_a_student_moved_to_another_shard_by_a_new_entry_keeps_the_grade_of_their_new_file_in_the_merge(fake_kit,
+                                                                                                      tmp_path):
+    # A shard is every n-th student by name: a new entry that sorts first moves the others along, and the
+    # shard that had carol kept her old grade, which the merge (shards in order) laid over the new one.
+    subs, out = tmp_path / "subs", tmp_path / "split"
+    for who, scenario in (("bob", "reference"), ("carol", "skeleton")):
+        (subs / who).mkdir(parents=True)
+        (subs / who / "kernel.cu").write_text(kernel(scenario))
+
+    def grade_in_two_shards():
+        for i in (1, 2):
+            assert batch.main(args(subs, out / "shards" / str(i), ("shard", f"{i}/2"))) == 0
+        assert batch.main(args(subs, out, ("merge", 2))) == 0
+        return {r["student"]: r["trmm"] for r in read_gradebook(out)}
+
+    assert grade_in_two_shards() == {"bob": "100", "carol": "0"}
+    (subs / "carol" / "kernel.cu").write_text(kernel("reference"))  # carol resubmits
+    (subs / "aaron").mkdir()
+    (subs / "aaron" / "kernel.cu").write_text(kernel("skeleton"))   # and aaron comes first now
+    assert grade_in_two_shards() == {"aaron": "0", "bob": "100", "carol": "100"}
+    assert json.loads((out / "records" / "carol" / "trmm.json").read_text())["verdict"] == "correct"
+
+
 def test_a_merge_lists_the_shards_that_did_not_finish_and_exits_2(fake_kit, tmp_path):
     subs = make_class(tmp_path)
     out = tmp_path / "split"

@@ -145,6 +145,17 @@ class Batch(State, Outputs, Progress, Stages):
         entries = submissions.discover(o.submissions, eps, work_root / "_staging")
         mine = in_shard([e.student for e in entries], o.shard)
         entries = [e for e in entries if e.student in mine]
+        if o.shard:
+            # A shard is every n-th student by name: a new entry moves the others along. What this shard
+            # graded of a student it no longer holds is another shard's now, and the merge (shards in
+            # order) would lay it over that shard's newer grade: it goes.
+            gone = set(self.state["entries"]) - mine
+            for key in ("done", "errors", "skipped"):
+                self.state[key] = {k: v for k, v in self.state.get(key, {}).items() if k.split("/")[0] not in gone}
+            for student in gone:
+                del self.state["entries"][student]
+                for sub in ("records", "sources"):
+                    shutil.rmtree(self.out / sub / student, ignore_errors=True)
         for e in entries:
             self.state["entries"][e.student] = {
                 "name": e.name, "members": [vars(m) for m in e.members], "source": e.source, "layout": e.layout,
