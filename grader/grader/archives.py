@@ -1,12 +1,16 @@
 """Student archives (.zip, .tar.gz, .tar), opened without trusting them: an absolute path, a `..`,
 a path more than MAX_DEPTH folders deep, a link or a device, more than MAX_FILES files or more than
-MAX_BYTES bytes in all refuses the whole archive (Refused, saying why), before or while a byte of it is written."""
+MAX_BYTES bytes in all refuses the whole archive (Refused, saying why), before or while a byte of it is written.
+A .tar.gz is gzip only, and its tar is read as a stream of at most twice MAX_BYTES (_Capped)."""
 from __future__ import annotations
 
+import gzip
+import io
 import re
 import stat
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
@@ -37,6 +41,31 @@ def archive_stem(path: Path) -> str:
         if low.endswith(ext):
             return path.name[:-len(ext)]
     return path.stem
+
+
+class _Capped(io.RawIOBase):
+    """A tar's bytes, after gzip, refused past `cap` in all: a header may declare a gigabyte (a long name,
+    a pax record) that tarfile reads whole into memory before any limit on the members sees it."""
+
+    def __init__(self, raw, cap: int):
+        self.raw, self.left, self.cap = raw, cap, cap
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        want = self.left + 1 if n is None or n < 0 else min(n, self.left + 1)
+        data = self.raw.read(want)
+        if len(data) > self.left:
+            raise Refused(f"it unpacks to more than {self.cap >> 20} MiB of tar")
+        self.left -= len(data)
+        return data
+
+
+def _tar_bytes(archive: Path):
+    """A .tar.gz's bytes through gzip (whatever else they are: tarfile would open bzip2 and xz too), or
+    a .tar's; tarfile reads them as a stream (mode "r|") through _Capped."""
+    return gzip.open(archive, "rb") if archive.name.lower().endswith((".gz", ".tgz")) else open(archive, "rb")
 
 
 def _check_name(name: str) -> PurePosixPath:
@@ -96,7 +125,7 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
                     with z.open(info) as src:
                         copy(src, dest.joinpath(*p.parts), info.filename, info.file_size)
         else:
-            with tarfile.open(archive, "r:*") as t:
+            with _tar_bytes(archive) as raw, tarfile.open(fileobj=_Capped(raw, 2 * MAX_BYTES), mode="r|") as t:
                 for m in t:
                     p = _check_name(m.name)
                     if m.issym() or m.islnk():
@@ -109,5 +138,5 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
                     src = t.extractfile(m)
                     if src is not None:
                         copy(src, dest.joinpath(*p.parts), m.name, m.size)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as e:
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as e:
         raise Refused(f"it cannot be read as an archive ({type(e).__name__}: {e})") from None

@@ -189,3 +189,23 @@ def test_a_file_of_nested_calls_to_an_entry_point_s_name_is_read_in_linear_time(
     start = time.monotonic()
     [entry] = submissions.discover(subs, EPS, tmp_path / "st")
     assert time.monotonic() - start < 2 and entry.problem.startswith("nothing gradeable")
+
+
+@pytest.mark.parametrize("packing", ["gzip", "bzip2 named .tar.gz"])
+def test_a_tar_header_declaring_a_gigabyte_is_refused_before_it_is_read_into_memory(tmp_path, packing):
+    # tarfile reads a GNU long name whole into memory: a 1 MB gzip (or a 3 KB bzip2 file named .tar.gz,
+    # which tarfile opened all the same) declaring 1 GiB took the grader's process to 1 GiB and more.
+    import bz2
+    import gzip
+    import resource
+    header = tarfile.TarInfo("././@LongLink")
+    header.type, header.size = tarfile.GNUTYPE_LONGNAME, 1 << 30
+    path = tmp_path / "kernel.tar.gz"
+    with (gzip.open(path, "wb", compresslevel=1) if packing == "gzip" else bz2.open(path, "wb")) as out:
+        out.write(header.tobuf(format=tarfile.GNU_FORMAT))
+        for _ in range(1024):
+            out.write(b"\0" * (1 << 20))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(archives.Refused):
+        archives.extract(path, tmp_path / "out")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 << 10  # KiB: well under 1 GiB
