@@ -270,30 +270,26 @@ class Group:
                 pass
         return out
 
-    def refused_forks(self) -> int:
-        """How many times pids.max refused a process or thread to the group so far (0 without cgroups)."""
+    def _count(self, file: str, key: str) -> int:
+        """`key`'s number in each of the group's folders' `file` ("key number" lines), added up; a folder
+        without the file (v1 keeps one controller's files per folder) adds nothing."""
         n = 0
         for d in self.paths:
             try:
-                for line in (d / "pids.events").read_text().splitlines():
+                for line in (d / file).read_text().splitlines():
                     k, _, v = line.partition(" ")
-                    if k == "max":
+                    if k == key:
                         n += int(v)
             except (OSError, ValueError):
-                pass  # v1's memory folder has none
+                pass
         return n
 
+    def refused_forks(self) -> int:
+        """How many times pids.max refused a process or thread to the group so far (0 without cgroups)."""
+        return self._count("pids.events", "max")
+
     def oom_killed(self) -> bool:
-        for d in self.paths:
-            for f, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
-                try:
-                    for line in (d / f).read_text().splitlines():
-                        k, _, v = line.partition(" ")
-                        if k == key and int(v) > 0:
-                            return True
-                except (OSError, ValueError):
-                    pass
-        return False
+        return self._count("memory.events", "oom_kill") + self._count("memory.oom_control", "oom_kill") > 0
 
     def close(self) -> None:
         """Kills whatever is left in the group, then removes it."""

@@ -112,6 +112,22 @@ def judge(kit, name: str, plan: str = CORRECTNESS + TIMED, extra: tuple = (), en
     return out
 
 
+def jailed_session(kit, name: str, plan: str) -> judged.Session:
+    """One judged session of fixture `name` with its runner in the jail (and its cgroup), the judge outside."""
+    root = Path(tempfile.mkdtemp(prefix="kit-protocol-jail-"))
+    try:
+        j = sandbox.open_jail(root, ROOT / "harness" / "include", None, Limits())
+        j.runtime = jail.runtime_libraries(kit["runners"][name])
+        work = root / f"0000-{name}-scale"
+        work.mkdir()
+        shutil.copy(kit["runners"][name], work / "runner")
+        return judged.run(kit["checker"], plan, [str(work / "runner")], work, "session", 20, 120, view="run",
+                          read_only=(work / "runner",), judge_args=("--memory", "host"))
+    finally:
+        sandbox.confine(None)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 WORK = []
 
 
@@ -330,18 +346,7 @@ def test_the_cpu_a_jailed_runner_s_child_processes_use_is_counted_as_its_own(kit
     """The judge tells the program's own CPU use apart from other programs' by its cgroup's; on cgroup
     v1 it read none and counted the runner's threads only, so a child process that spun beside the
     timed runs passed for another program, and the timing was taken again (performance.py)."""
-    root = Path(tempfile.mkdtemp(prefix="kit-protocol-jail-"))
-    try:
-        j = sandbox.open_jail(root, ROOT / "harness" / "include", None, Limits())
-        j.runtime = jail.runtime_libraries(kit["runners"]["forks_a_spinner"])
-        work = root / "0000-spinner-scale"
-        work.mkdir()
-        shutil.copy(kit["runners"]["forks_a_spinner"], work / "runner")
-        s = judged.run(kit["checker"], TIMED, [str(work / "runner")], work, "session", 20, 120, view="run",
-                       read_only=(work / "runner",), judge_args=("--memory", "host"))
-    finally:
-        sandbox.confine(None)
-        shutil.rmtree(root, ignore_errors=True)
+    s = jailed_session(kit, "forks_a_spinner", TIMED)
     [timed] = [r for r in s.records if r.get("event") == "timed"]
     assert all(c["pass"] for c in s.records if c.get("event") == "check"), s.records
     assert sum(timed["others_cpu_ms"]) >= 45, timed  # three runs of 30 ms each, with room for a slow machine
@@ -400,18 +405,7 @@ def test_a_runner_that_loads_nothing_forbidden_is_not_reported(kit):
 def test_a_runner_in_the_jail_is_judged_across_its_namespaces(kit):
     """The socket, the doorbell (a futex on a shared page), the arrays and the runner's pid all cross
     the jail's user, PID, IPC and mount namespaces; the judge stays outside."""
-    root = Path(tempfile.mkdtemp(prefix="kit-protocol-jail-"))
-    try:
-        j = sandbox.open_jail(root, ROOT / "harness" / "include", None, Limits())
-        j.runtime = jail.runtime_libraries(kit["runners"]["honest"])
-        work = root / "0000-alice-scale"
-        work.mkdir()
-        shutil.copy(kit["runners"]["honest"], work / "runner")
-        s = judged.run(kit["checker"], CORRECTNESS + TIMED, [str(work / "runner")], work, "session", 20, 120,
-                       view="run", read_only=(work / "runner",), judge_args=("--memory", "host"))
-    finally:
-        sandbox.confine(None)
-        shutil.rmtree(root, ignore_errors=True)
+    s = jailed_session(kit, "honest", CORRECTNESS + TIMED)
     out = {"records": s.records}
     assert s.runner.returncode == 0 and s.judge.returncode == 0, (s.records, s.runner, s.judge)
     assert events(out, "check") and all(c["pass"] for c in events(out, "check"))
