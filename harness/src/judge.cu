@@ -24,8 +24,9 @@
 // the judge's read: ~0.3 ms on an H100) is measured by the grader with an empty call served by the
 // checker, a process it trusts, with no runner alive, and taken off every timed run of the
 // student and of the library alike. (What a runner can still save: a few microseconds of its own
-// launch, with a kernel left resident that polls the inputs; the judge's inputs are complete only
-// once its L2 flush has run, just before its clock starts.)
+// launch. A kernel it leaves resident to poll for the inputs gains nothing: while it runs, the judge's
+// work waits, its read of the last call's outputs too, which is on the clock (hostile_resident_sum.cu);
+// kernels queued one by one never find a moment between the judge's poison and its clock (prepare()).)
 // Around each timed run (outside the clock) the judge reads how long its own thread and the runner's
 // waited for a CPU that other processes had, and how much CPU the runner's other threads and
 // processes used meanwhile (counted before the inputs are written: what that costs is the runner's
@@ -260,7 +261,10 @@ private:
         }
     }
 
-    // Fresh inputs from `seed`, outputs poisoned, caches flushed, the GPU idle.
+    // Fresh inputs from `seed`, outputs poisoned, caches flushed, the GPU idle: one submission, with no
+    // wait of the judge's own between its parts. The GPU runs one process's work at a time, and an idle
+    // moment after the poison lets a runner's queued kernel find it and compute the call off the clock
+    // (reduce's hostile_flood_sum.cu: 22 of 27 calls so on an H100, with a wait there).
     void prepare(const Case& c, uint64_t seed, Arrays& a) {
         if (o_.memory == Memory::host) {
             fill_inputs_host(c, seed, a);
