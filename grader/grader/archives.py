@@ -1,13 +1,15 @@
 """Student archives (.zip, .tar.gz, .tar), opened without trusting them: an absolute path, a `..`,
 a path more than MAX_DEPTH folders deep, a link or a device, more than MAX_FILES files or more than
 MAX_BYTES bytes in all refuses the whole archive (Refused, saying why), before or while a byte of it is written.
-A .tar.gz is gzip only, and its tar is read as a stream of at most twice MAX_BYTES (_Capped)."""
+A .tar.gz is gzip only, and its tar is read as a stream of at most twice MAX_BYTES (_Capped); a zip's list
+of files is read only where it is at most MAX_LIST bytes (_zip_list_bytes)."""
 from __future__ import annotations
 
 import gzip
 import io
 import re
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
@@ -19,6 +21,10 @@ MAX_BYTES = 64 << 20
 MAX_DEPTH = 32
 """Folders a path in an archive may go down: a path a thousand folders deep is longer than a path
 may be, and walking it recurses as deep."""
+MAX_LIST = MAX_FILES << 10
+"""Bytes of a zip's central directory (its list of files), 1 KiB per file allowed: zipfile reads the list
+whole and keeps an object per file before the first file is looked at (a 15 MB list of 300,000 empty
+files took 130 MB more of the grader's memory)."""
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
@@ -68,6 +74,36 @@ def _tar_bytes(archive: Path):
     return gzip.open(archive, "rb") if archive.name.lower().endswith((".gz", ".tgz")) else open(archive, "rb")
 
 
+def _zip_list_bytes(archive: Path) -> int:
+    """The most bytes zipfile may read as a zip's list of files: what its end record declares, or a
+    ZIP64 end record (the one before its locator, or the one the locator points at: Pythons differ).
+    0 where there is no end record (zipfile then says the file is not a zip)."""
+    with open(archive, "rb") as f:
+        size = f.seek(0, 2)
+        start = max(0, size - 22 - 0xFFFF)  # the end record is 22 bytes and a comment of up to 64 KiB
+        f.seek(start)
+        tail = f.read()
+        at = tail.rfind(b"PK\x05\x06", 0, max(0, len(tail) - 18))  # the last one with room for its 22 bytes
+        if at < 0:
+            return 0
+        declared = struct.unpack_from("<L", tail, at + 12)[0]
+        sizes = []
+        locator_at = start + at - 20
+        if locator_at >= 0:
+            f.seek(locator_at)
+            locator = f.read(20)
+            if locator[:4] == b"PK\x06\x07":
+                for record_at in (locator_at - 56, struct.unpack_from("<Q", locator, 8)[0]):
+                    if 0 <= record_at < size:
+                        f.seek(record_at)
+                        record = f.read(56)
+                        if len(record) == 56 and record[:4] == b"PK\x06\x06":
+                            sizes.append(struct.unpack_from("<Q", record, 40)[0])
+        if not sizes or declared != 0xFFFFFFFF:  # 0xFFFFFFFF: "in the ZIP64 record"
+            sizes.append(declared)
+        return max(sizes)
+
+
 def _check_name(name: str) -> PurePosixPath:
     if "\\" in name or name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         raise Refused(f"it holds an absolute path ({name})")
@@ -113,6 +149,10 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
     low = archive.name.lower()
     try:
         if low.endswith(".zip"):
+            listed = _zip_list_bytes(archive)
+            if listed > MAX_LIST:
+                raise Refused(f"its list of files takes {listed / (1 << 20):.1f} MiB, more than the "
+                              f"{MAX_LIST / (1 << 20):.1f} MiB that {MAX_FILES} files may")
             with zipfile.ZipFile(archive) as z:
                 for info in z.infolist():
                     p = _check_name(info.filename)
