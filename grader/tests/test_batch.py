@@ -461,6 +461,42 @@ def test_a_student_moved_to_another_shard_by_a_new_entry_keeps_the_grade_of_thei
     assert json.loads((out / "records" / "carol" / "trmm.json").read_text())["verdict"] == "correct"
 
 
+def test_a_student_gone_from_the_class_folder_leaves_the_gradebooks_and_comes_back_without_a_regrade(
+        fake_kit, tmp_path, capsys):
+    # The gradebooks listed every student the batch had ever graded: a folder renamed (a late
+    # resubmission's new name) left its old grade beside the new one, under the same student id.
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for who, scenario in (("alice", "reference"), ("bob", "skeleton")):
+        (subs / who).mkdir(parents=True)
+        (subs / who / "kernel.cu").write_text(kernel(scenario))
+    assert batch.main(args(subs, out)) == 0
+    shutil.move(subs / "bob", tmp_path / "bob")
+    capsys.readouterr()
+    assert batch.main(args(subs, out)) == 0
+    said = capsys.readouterr().err
+    assert "bob/trmm" in said and "left out of the gradebooks" in said
+    for name in ("gradebook.csv", "gradebook-canvas.csv", "gradebook-moodle.csv"):
+        assert "bob" not in (out / name).read_text()
+    assert (out / "records" / "bob" / "trmm.json").exists()  # kept
+    builds = len(fake_kit["build"])
+    shutil.move(tmp_path / "bob", subs / "bob")
+    assert batch.main(args(subs, out)) == 0
+    assert {r["student"]: r["trmm"] for r in read_gradebook(out)} == {"alice": "100", "bob": "0"}
+    assert len(fake_kit["build"]) == builds  # the same file: its grade taken back, not graded again
+
+
+def test_a_student_whose_file_is_gone_has_no_grade_for_it_in_the_gradebook(fake_kit, tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "carol").mkdir(parents=True)
+    (subs / "carol" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out)) == 0
+    (subs / "carol" / "kernel.cu").unlink()
+    (subs / "carol" / "notes.txt").write_text("withdrawn")
+    assert batch.main(args(subs, out)) == 0
+    [row] = read_gradebook(out)
+    assert row["trmm"] == "" and row["total"] == "0" and "nothing gradeable" in row["notes"]
+
+
 def test_a_merge_lists_the_shards_that_did_not_finish_and_exits_2(fake_kit, tmp_path):
     subs = make_class(tmp_path)
     out = tmp_path / "split"

@@ -156,6 +156,8 @@ class Batch(State, Outputs, Progress, Stages):
                 del self.state["entries"][student]
                 for sub in ("records", "sources"):
                     shutil.rmtree(self.out / sub / student, ignore_errors=True)
+        else:
+            self._set_aside(entries)
         for e in entries:
             self.state["entries"][e.student] = {
                 "name": e.name, "members": [vars(m) for m in e.members], "source": e.source, "layout": e.layout,
@@ -171,12 +173,36 @@ class Batch(State, Outputs, Progress, Stages):
             again = o.regrade_all or e.student.lower() in regrade or any(m.id.lower() in regrade for m in e.members)
             for a, src in sorted(e.files.items()):
                 digest = submissions.sha256(src)
-                prev = self.state["done"].get(f"{e.student}/{a}")
+                key = f"{e.student}/{a}"
+                aside = self.state.get("set_aside", {})
+                if key in aside and aside[key].get("sha256") == digest and not again:
+                    self.state["done"][key] = aside.pop(key)  # the same file back: its grade with it
+                prev = self.state["done"].get(key)
                 if prev and prev.get("sha256") == digest and not again:
                     skipped += 1
                     continue
                 todo.append(Job(e, a, src, digest, work_root / f"{len(todo):04d}-{e.student}-{a}"))
         return entries, todo, skipped
+
+    def _set_aside(self, entries: list) -> None:
+        """The grades of files no longer in the class folder (a student's folder gone or renamed, a file
+        removed) leave the gradebooks, which show the folder as it is; their records stay in out/records,
+        and the grade comes back, ungraded again, with the same file (state "set_aside")."""
+        present = {f"{e.student}/{a}" for e in entries for a in e.files}
+        names = {e.student for e in entries}
+        gone = sorted(k for k in self.state["done"] if k not in present and k.split("/")[1] in self.tasks)
+        aside = self.state.setdefault("set_aside", {})
+        for k in gone:
+            aside[k] = self.state["done"].pop(k)
+        for key in ("errors", "skipped"):
+            self.state[key] = {k: v for k, v in self.state.get(key, {}).items()
+                               if k in present or k.split("/")[1] not in self.tasks}
+        for student in set(self.state["entries"]) - names:
+            del self.state["entries"][student]
+        if gone:
+            self._say(f"batch: {len(gone)} graded file{'s' if len(gone) > 1 else ''} no longer in "
+                      f"{self.opts.submissions}, left out of the gradebooks (records kept in {self.out / 'records'}): "
+                      + ", ".join(gone[:10]) + (", ..." if len(gone) > 10 else ""))
 
     def _completed(self, pending: dict):
         """(future, step) of `pending` as they complete (those completing together in the order they
