@@ -261,9 +261,8 @@ private:
         }
     }
 
-    // Fresh inputs from `seed`, outputs poisoned, caches flushed, the GPU idle: one submission, with no
-    // wait of the judge's own between its parts. The GPU runs one process's work at a time, and an idle
-    // moment after the poison lets a runner's queued kernel find it and compute the call off the clock
+    // Fresh inputs from `seed`, outputs poisoned, caches flushed, the GPU idle, with no wait in between:
+    // a runner's kernel queued for an idle moment after the poison would compute the call off the clock
     // (reduce's hostile_flood_sum.cu: 22 of 27 calls so on an H100, with a wait there).
     void prepare(const Case& c, uint64_t seed, Arrays& a) {
         if (o_.memory == Memory::host) {
