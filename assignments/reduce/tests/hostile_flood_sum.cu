@@ -1,5 +1,5 @@
 // expect: correct
-// Short kernels queued one after another from a second thread after each timed call, the runner's GPU context idle for a moment between them: each checks *sum for the judge's poison (kit.cuh's kPoison64), which the judge writes after the next call's inputs, and where it finds it sums x; a call that finds the answer ready claims 90% of the GPU's DRAM bandwidth, above the top tier. The judge prepares a run in one submission (inputs, poison, L2 flush, with no wait of its own between them), so no check runs between its poison and its clock: on an H100 none of 27 calls was answered early, and the checks slowed the runner to 1,324 GB/s (10 of 50 performance points). A judge that waited for its GPU between the poison and the flush let 22 of 27 calls be answered early: 2,722 GB/s and full marks, which fails this test.
+// Short kernels queued one after another from a second thread after each timed call, the runner's GPU context idle for a moment between them: each checks *sum for the judge's poison (kit.cuh's kPoison64), which the judge writes after the next call's inputs, and where it finds it sums x; a call that finds the answer ready claims 90% of the GPU's DRAM bandwidth, above the top tier. The judge prepares a run in one submission (inputs, poison, L2 flush, with no wait of its own between them), so no check runs between its poison and its clock: on an H200 none of 27 calls was answered early, and its honest kernel (an eighth of the grid, slow on purpose) ran at 587 GB/s, no performance points. A judge that waited for its GPU between the poison and the flush let 23 of 27 calls be answered early: 3,995 GB/s and full marks, which fails this test (on an H100: 22 of 27 so, none without the wait).
 // expect-performance-below: 0.9
 #include <atomic>
 #include <chrono>
@@ -117,8 +117,8 @@ void reduce_sum(long long n, const double* x, double* sum) {
             }
         }
     }
-    if (!answered) {  // honest: the same kernel, at once
-        sum_kernel<<<blocks, THREADS>>>(n, x, sum, scratch, dflags, 0);
+    if (!answered) {  // honest, and slow on purpose (an eighth of the grid): only early answers score high
+        sum_kernel<<<blocks / 8 > 0 ? blocks / 8 : 1, THREADS>>>(n, x, sum, scratch, dflags, 0);
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(cudaDeviceSynchronize());
     }
