@@ -188,9 +188,16 @@ def _side_by_side(p: Pair) -> str:
 
 def submissions_of(out: Path) -> dict:
     """assignment -> {student: file} from a batch's output: the copy it kept of each file it graded
-    (sources/), else the file its record names."""
+    (sources/), else the file its record names; not the files no longer in the class folder (the
+    state's set_aside: a renamed folder would pair a student's old file with their new one)."""
     found = {}
+    try:
+        aside = set(json.loads((out / "state.json").read_text()).get("set_aside", {}))
+    except (OSError, ValueError, AttributeError):
+        aside = set()
     for rec in sorted((out / "records").glob("*/*.json")):
+        if f"{rec.parent.name}/{rec.stem}" in aside:
+            continue
         try:
             data = json.loads(rec.read_text())
         except (OSError, json.JSONDecodeError):

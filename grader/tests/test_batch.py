@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import batch, build, grade, jail, performance, tasks
+from grader import batch, build, grade, jail, performance, similarity, tasks
 
 
 ROOT = tasks.ROOT
@@ -478,6 +478,7 @@ def test_a_student_gone_from_the_class_folder_leaves_the_gradebooks_and_comes_ba
     for name in ("gradebook.csv", "gradebook-canvas.csv", "gradebook-moodle.csv"):
         assert "bob" not in (out / name).read_text()
     assert (out / "records" / "bob" / "trmm.json").exists()  # kept
+    assert set(similarity.submissions_of(out)["trmm"]) == {"alice"}  # and not compared with the class
     builds = len(fake_kit["build"])
     shutil.move(tmp_path / "bob", subs / "bob")
     assert batch.main(args(subs, out)) == 0
