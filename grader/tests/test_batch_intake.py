@@ -256,3 +256,50 @@ def test_a_zip_of_many_small_files_within_the_limits_still_opens(tmp_path):
         z.writestr("kernel.cu", ENTRY)
     archives.extract(path, tmp_path / "out")
     assert (tmp_path / "out" / "kernel.cu").read_text() == ENTRY
+
+
+def _patched_zip(path, offsets: dict) -> None:
+    """kernel.cu in a zip, then the 2-byte fields at {offset after the local header's and the central
+    directory's signature: value} set (a flag or a compression method zipfile does not handle)."""
+    import struct
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("kernel.cu", ENTRY)
+    data = bytearray(path.read_bytes())
+    for sig, (local, central, value) in offsets.items():
+        for signature, at in ((b"PK\x03\x04", local), (b"PK\x01\x02", central)):
+            struct.pack_into("<H", data, data.index(signature) + at, value)
+    path.write_bytes(bytes(data))
+
+
+def _encrypted_zip(path):
+    _patched_zip(path, {"flags": (6, 8, 1)})  # bit 0: encrypted (as `zip -e` writes)
+
+
+def _deflate64_zip(path):
+    _patched_zip(path, {"method": (8, 10, 9)})  # method 9: Deflate64 (Windows' Explorer, large files)
+
+
+def _pax_overflow_tar(path):
+    pax = b"100000000000000000000000 comment=x\n"  # a record 10^23 bytes long
+    with tarfile.open(path, "w:gz", format=tarfile.USTAR_FORMAT) as t:
+        header = tarfile.TarInfo("././@PaxHeader")
+        header.type, header.size = tarfile.XHDTYPE, len(pax)
+        t.addfile(header, io.BytesIO(pax))
+        data = ENTRY.encode()
+        member = tarfile.TarInfo("kernel.cu")
+        member.size = len(data)
+        t.addfile(member, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("make, name", [(_encrypted_zip, "mallory.zip"), (_deflate64_zip, "mallory.zip"),
+                                        (_pax_overflow_tar, "mallory.tar.gz")],
+                         ids=["an encrypted zip", "a Deflate64 zip", "a tar with a pax record of 10^23 bytes"])
+def test_an_archive_the_python_libraries_cannot_open_is_that_entrys_problem_and_the_class_is_read(
+        tmp_path, make, name):
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "kernel.cu").write_text(ENTRY)
+    make(subs / name)
+    entries = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    assert set(entries["alice"].files) == {"trmm"}
+    assert entries["mallory"].files == {} and "cannot be read as an archive" in entries["mallory"].problem
