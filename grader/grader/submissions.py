@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
-from .archives import Refused, archive_stem, extract, is_archive, new_budget
+from .archives import MAX_BYTES, MAX_FILES, Refused, archive_stem, extract, is_archive, new_budget
 
 MAX_SOURCE_BYTES = 4 << 20
 """A .cu file larger than this is not a kernel.cu (noted, not graded)."""
@@ -291,6 +291,9 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
                     add_export(inner, f"{item.name}:")
                     continue
                 raw.append((archive_stem(item), item.name, _layout(item), dest, [Member(archive_stem(item))], [], ""))
+            elif item.stat().st_size > MAX_SOURCE_BYTES:  # not copied: a file of any size could fill the disk
+                raw.append((item.stem, item.name, "file", None, [Member(item.stem)], [],
+                            f"nothing gradeable: larger than {MAX_SOURCE_BYTES >> 20} MiB"))
             else:  # a lone .cu named after the student
                 dest = _fresh(staging / "loose" / safe_id(item.name))
                 dest.mkdir(parents=True, exist_ok=True)
@@ -302,13 +305,19 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
     for (student, uid), got in sorted(canvas.items()):
         dest = staging / "canvas" / safe_id(f"{student}_{uid}")
         notes = []
+        budget = new_budget()  # one for all of a student's uploads: each its own let 12 zips write 756 MiB
         for item, name in got:
             if is_archive(item):
                 try:
-                    extract(item, _fresh(dest / safe_id(archive_stem(Path(name)))))
+                    extract(item, _fresh(dest / safe_id(archive_stem(Path(name)))), budget)
                 except Refused as e:
                     notes.append(f"{item.name}: archive refused: {e}")
+            elif item.stat().st_size > min(MAX_SOURCE_BYTES, budget["bytes"]) or budget["files"] < 1:
+                notes.append(f"{item.name}: not copied: larger than {MAX_SOURCE_BYTES >> 20} MiB, or past the "
+                             f"{MAX_FILES} files and {MAX_BYTES >> 20} MiB of a student's uploads")
             else:
+                budget["files"] -= 1
+                budget["bytes"] -= item.stat().st_size
                 dest.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(item, _fresh(dest / safe_id(name)))
         raw.append((student, ", ".join(i.name for i, _ in got), "canvas", dest if dest.exists() else None,

@@ -303,3 +303,28 @@ def test_an_archive_the_python_libraries_cannot_open_is_that_entrys_problem_and_
     entries = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
     assert set(entries["alice"].files) == {"trmm"}
     assert entries["mallory"].files == {} and "cannot be read as an archive" in entries["mallory"].problem
+
+
+def test_a_canvas_students_uploads_share_one_archive_budget(tmp_path):
+    # Canvas names each upload apart (name_uid_submission_file): each archive had a budget of its own,
+    # and 12 small zips of one student wrote 756 MiB into the grader's staging folder.
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice_101_9001_kernel.cu").write_text(ENTRY)
+    for i in range(3):
+        with zipfile.ZipFile(subs / f"mallory_102_{9100 + i}_part{i}.zip", "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("pad.bin", b"\0" * (30 << 20))
+    entries = {e.student: e for e in submissions.discover(subs, EPS, tmp_path / "st")}
+    staged = sum(f.stat().st_size for f in (tmp_path / "st").rglob("*") if f.is_file())
+    assert staged <= archives.MAX_BYTES + (1 << 20)
+    assert any("unpacks to more than" in n for n in entries["mallory"].notes)
+    assert set(entries["alice"].files) == {"trmm"}
+
+
+def test_a_lone_cu_file_too_large_to_grade_is_not_copied(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "mallory.cu").write_text(ENTRY + "//" + "x" * (submissions.MAX_SOURCE_BYTES + 1))
+    [entry] = submissions.discover(subs, EPS, tmp_path / "st")
+    assert entry.problem == f"nothing gradeable: larger than {submissions.MAX_SOURCE_BYTES >> 20} MiB"
+    assert not [f for f in (tmp_path / "st").rglob("*") if f.is_file()]
