@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import protocol, sandbox
+from . import cpp_text, protocol, sandbox
 from .jail import toolkit_root
 from .libraries import FORBIDDEN_LIBS
 from .tasks import ROOT, Task
@@ -215,7 +215,8 @@ _LOADERS = re.compile(rb"\b(" + _LOADER_NAMES.encode() + rb")")
 _LOADER_SYMBOL = re.compile(r"(" + _LOADER_NAMES + r")$")
 _BY_NAME = re.compile(rb"\b((?:" + b"|".join(lib.encode() for lib in FORBIDDEN_LIBS) + rb")\w*(?:\.so[.\d]*)?"
                       rb"|cublas[A-Z]\w*|cufft[A-Z]\w*|cudnn[A-Z]\w*)")
-_RENAMED = re.compile(rf"^\s*#\s*define\s+(Device(?:{_CUB_ALGORITHMS})\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b", re.M)
+_RENAMED = re.compile(rf"^[ \t\f\v]*#[ \t\f\v]*define[ \t\f\v]+(Device(?:{_CUB_ALGORITHMS})\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b",
+                      re.M)  # blanks, not \s: \s* crossed lines, and took quadratic time on a file of newlines
 
 
 def _by_name(data: bytes, sections) -> list:
@@ -298,15 +299,15 @@ def _by_registration(obj: Path, data: bytes, sections) -> list:
 def _by_macro(source: Path) -> list:
     """#define directives that rename a library's identifier (`#define DeviceReduce DevR` before
     including CUB compiles CUB's device-wide reduction under another name), read as the preprocessor
-    reads them: lines joined where a backslash ends one, comments taken for a space, and the digraph
-    %: for # (`%:define cub kub`, `#/**/define cub kub` and `#def\\<newline>ine cub kub` each rename
-    the namespace of all of CUB, which no symbol then names)."""
+    reads them (cpp_text.as_preprocessed: any line end, a byte-order mark, lines joined, comments
+    taken for a space but not inside a string) and the digraph %: for # (`%:define cub kub`,
+    `#/**/define cub kub`, `#def\\<newline>ine cub kub`, a "/*" string before the line and a "*/"
+    string after it: each renames the namespace of all of CUB, which no symbol then names)."""
     try:
         text = source.read_text(errors="replace")
     except OSError:
         return []
-    text = text.replace("\\\r\n", "").replace("\\\n", "")
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S).replace("%:", "#")
+    text = cpp_text.as_preprocessed(text).replace("%:", "#")
     return [("a library identifier renamed with #define", f"#define {m.group(1)}") for m in _RENAMED.finditer(text)]
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional
 
+from . import cpp_text
 from .archives import MAX_BYTES, MAX_FILES, Refused, archive_stem, extract, is_archive, new_budget
 
 MAX_SOURCE_BYTES = 4 << 20
@@ -91,11 +92,6 @@ def safe_id(text: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Which file is for which assignment.
 
-def _strip_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", text)
-
-
 def entry_name(entry_point: str) -> str:
     """The function name in an entry point's signature: `void trmm(int n, ...)` -> trmm."""
     return entry_point.split("(")[0].split()[-1]
@@ -125,7 +121,7 @@ def assign(files: list, entry_points: dict) -> tuple:
             if len(longest) == 1:
                 found, rule = longest[0], 2
         if not found:  # 3. the entry point it defines
-            text = _strip_comments(f.read_text(errors="replace"))
+            text = cpp_text.as_preprocessed(f.read_text(errors="replace"))
             defined = [a for a, ep in entry_points.items()
                        # no parenthesis inside the parameter list: with one allowed, text like
                        # trmm(trmm(trmm(... took quadratic time (a parameter list holds none)

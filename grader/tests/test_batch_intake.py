@@ -328,3 +328,14 @@ def test_a_lone_cu_file_too_large_to_grade_is_not_copied(tmp_path):
     [entry] = submissions.discover(subs, EPS, tmp_path / "st")
     assert entry.problem == f"nothing gradeable: larger than {submissions.MAX_SOURCE_BYTES >> 20} MiB"
     assert not [f for f in (tmp_path / "st").rglob("*") if f.is_file()]
+
+
+def test_a_file_of_unclosed_comments_is_read_in_linear_time(tmp_path):
+    # Rule 3 took its comments out with a regex retried at every "/*": 100 KB of "/* " cost 12 s of
+    # the TA's batch before anything was graded, 4 MiB about six hours.
+    subs = tmp_path / "class"
+    (subs / "mallory").mkdir(parents=True)
+    (subs / "mallory" / "notes.cu").write_text("/* " * (1 << 20))
+    start = time.monotonic()
+    [entry] = submissions.discover(subs, EPS, tmp_path / "st")
+    assert time.monotonic() - start < 2 and entry.problem.startswith("nothing gradeable")

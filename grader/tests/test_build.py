@@ -4,6 +4,7 @@ them, the forbidden-call scan of object symbols, and the link with the runner.
 The submissions are compiled once, in parallel, by a module-scoped fixture; each test looks at one.
 """
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +33,14 @@ void trmm(int n, const double* A, double* B) {
 """
 
 # The namespace renamed by a #define the preprocessor reads but a plain search for "#define" does
-# not: spelled with the digraph %:, split by a comment, or split over two lines.
+# not: spelled with the digraph %:, split by a comment, split over two lines (with a blank after the
+# backslash too), after a byte-order mark or a lone carriage return, or between a string holding "/*"
+# and one holding "*/" (which a search for comments took for one).
 CUB_NAMESPACE_RENAMED = {how: head + "\n" + CUB_DEVICE.replace("cub::", "kub::") for how, head in (
-    ("digraph", "%:define cub kub"), ("comment", "#/**/define cub kub"), ("spliced", "#def\\\nine cub kub"))}
+    ("digraph", "%:define cub kub"), ("comment", "#/**/define cub kub"), ("spliced", "#def\\\nine cub kub"),
+    ("spliced_after_a_blank", "#def\\ \nine cub kub"), ("after_a_byte_order_mark", "\ufeff#define cub kub"),
+    ("after_a_carriage_return", "int cr_;\r#define cub kub"),
+    ("between_comment_marks_in_strings", 'const char* open_ = "/*";\n#define cub kub\nconst char* close_ = "*/";'))}
 
 THRUST = """\
 #include <thrust/execution_policy.h>
@@ -306,3 +312,15 @@ def test_an_nvcc_on_path_that_is_a_wrapper_script_is_followed_to_the_toolkit_it_
     assert jail.toolkit_root() == real != tmp_path
     assert build._nvcc() == str(real / "bin" / "nvcc")
     assert (real / "bin" / "nvcc.profile").is_file()
+
+
+@pytest.mark.parametrize("text", ["\n" * (4 << 20), "/* " * (1 << 20), '"/* ' * (1 << 20), "#/*" * (1 << 20)],
+                         ids=["4 MiB of newlines", "unclosed comments", "comment marks in strings", "#/* repeated"])
+def test_the_define_scan_reads_a_file_built_to_slow_it_in_linear_time(tmp_path, text):
+    # It runs in the grader's own process: its regexes took quadratic time (200 KB of newlines: 50 s,
+    # a 4 MiB file about six hours), holding up every grading thread of a batch.
+    src = tmp_path / "kernel.cu"
+    src.write_text(text)
+    start = time.monotonic()
+    assert build._by_macro(src) == []
+    assert time.monotonic() - start < 2
