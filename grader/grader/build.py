@@ -186,6 +186,8 @@ def scan_forbidden(obj: Path) -> list:
         kind, name = parts[1], _VERSION_NS.sub("::", parts[2])
         if m := _LOADER_SYMBOL.match(name):
             add("prebuilt GPU code loaded at run time", m.group(1))
+        elif m := _LOOKUP_SYMBOL.match(name):
+            add("a driver function looked up by name at run time", m.group(1))
         elif re.match(r"cublas\w*", name):
             add("cuBLAS", re.sub(r"_v2$", "", re.match(r"cublas\w*", name).group(0)))
         elif m := _CUB_DEVICE.search(name):
@@ -213,6 +215,9 @@ _LOADER_NAMES = r"cu(?:Module|Library)Load\w*|cudaLibraryLoad\w*|cuLinkAdd\w*"
 one the ordinary way, a string where it looks one up by name."""
 _LOADERS = re.compile(rb"\b(" + _LOADER_NAMES.encode() + rb")")
 _LOADER_SYMBOL = re.compile(r"(" + _LOADER_NAMES + r")$")
+_LOOKUP_SYMBOL = re.compile(r"(cudaGetDriverEntryPoint\w*|cuGetProcAddress\w*)$")
+"""The runtime's and the driver's lookups of a driver function by name, which a kernel has no need of:
+with the name built at run time (no string names the loader), cuModuleLoadData was found and called."""
 _BY_NAME = re.compile(rb"\b((?:" + b"|".join(lib.encode() for lib in FORBIDDEN_LIBS) + rb")\w*(?:\.so[.\d]*)?"
                       rb"|cublas[A-Z]\w*|cufft[A-Z]\w*|cudnn[A-Z]\w*)")
 _RENAMED = re.compile(rf"^[ \t\f\v]*#[ \t\f\v]*define[ \t\f\v]+(Device(?:{_CUB_ALGORITHMS})\w*|cublas\w*|cufft\w*|cudnn\w*|cub|thrust)\b",

@@ -89,6 +89,12 @@ void trmm(int n, const double* A, double* B) {
 }
 """
 
+# The loader's name kept out of the object's read-only strings: built at run time from a writable array.
+CUBIN_LOADER_NAME_BUILT = CUBIN_LOADER.replace('"cuModuleLoadData"', "name()").replace(
+    "void trmm(", 'static char loader[] = "cuModuleLoadDat";\n'
+                  "static const char* name() { static char s[32]; for (int i = 0; i < 15; i++) s[i] = loader[i];"
+                  " s[15] = 'a'; return s; }\nvoid trmm(")
+
 DLSYM_CUBLAS = """\
 #include <dlfcn.h>
 void trmm(int n, const double* A, double* B) {
@@ -118,6 +124,7 @@ SOURCES = {
     "wrong_signature": WRONG_SIGNATURE,
     "cub_renamed": CUB_RENAMED,
     "cubin_loader": CUBIN_LOADER,
+    "cubin_loader_name_built": CUBIN_LOADER_NAME_BUILT,
     "library_load": TESTS / "hostile_library_load.cu",
     "dlsym_cublas": DLSYM_CUBLAS,
     "register_fatbinary": TESTS / "hostile_register_fatbinary.cu",
@@ -211,6 +218,13 @@ def test_loading_a_prebuilt_gpu_binary_through_the_driver_is_forbidden_and_named
     c = compiled["cubin_loader"]
     assert c.ok, c.messages
     assert Forbidden("prebuilt GPU code loaded at run time", "cuModuleLoadData") in c.forbidden
+
+
+def test_a_driver_function_looked_up_by_a_name_built_at_run_time_is_forbidden_and_named(compiled):
+    c = compiled["cubin_loader_name_built"]
+    assert c.ok, c.messages
+    assert Forbidden("a driver function looked up by name at run time", "cudaGetDriverEntryPointByVersion") \
+        in c.forbidden, c.forbidden
 
 
 def test_a_prebuilt_gpu_binary_loaded_by_calling_the_runtime_s_library_api_directly_is_forbidden(compiled):
