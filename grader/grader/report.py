@@ -1,8 +1,10 @@
 """Reports of a grading: a terminal summary for people, a JSON record for programs."""
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 from pathlib import Path
 
 from .profile import LAUNCHES
@@ -20,6 +22,55 @@ def printable(text: str) -> str:
     print a verdict of its choosing, or set the terminal's clipboard."""
     return "".join(c if c.isprintable() or c in "\n\t" else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
                    for c in text)
+
+
+_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def one_line(text) -> str:
+    """printable, with newlines, carriage returns and tabs written out too (\\n, \\r, \\t): for what a
+    student named or caused (a file name, a message, a note) where a line of a summary or a report
+    shows it. A line break there would start a line of the student's choosing, such as a row for
+    another student."""
+    return printable(str(text).translate(_BREAKS))
+
+
+_MD_ESCAPED_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~]|$)")
+_MD_BLOCK_START = re.compile(r"^( *)([#+*_~-]|\d{1,9}(?=[.)]))")
+
+
+def md_text(text) -> str:
+    """one_line, and inert as Markdown text: it opens no heading, list, quote, fence, code span,
+    link or raw HTML, and reads as it was written once the Markdown is shown. A name or a message
+    in a report is the student's, and the TA's viewer would draw what it says."""
+    t = _MD_ESCAPED_BACKSLASH.sub(r"\\\\", one_line(text))  # a backslash of theirs escapes none of ours
+    t = html.escape(t, quote=False).replace("`", "\\`").replace("[", "\\[").replace("]", "\\]")
+    # what starts a block at the start of a line, or of a list item: "# ", "- ", "1. ", "```" ...
+    return _MD_BLOCK_START.sub(lambda m: m[1] + ("\\" + m[2] if not m[2].isdigit() else m[2] + "\\"), t, count=1)
+
+
+def _backtick_run(text: str) -> int:
+    return max((len(r) for r in re.findall("`+", text)), default=0)
+
+
+def md_code(text) -> str:
+    """one_line as Markdown inline code, `like this`: delimited by more backticks than any run of them
+    in the text, so that none of its own closes the span (inside one, nothing else is read as Markdown
+    or HTML)."""
+    t = one_line(text)
+    if not t:
+        return "``"
+    ticks = "`" * (_backtick_run(t) + 1)
+    pad = " " if t[0] == "`" or t[-1] == "`" else ""
+    return f"{ticks}{pad}{t}{pad}{ticks}"
+
+
+def md_fence(text: str) -> str:
+    """Lines as a Markdown code block, fenced by more backticks than any run of them in the text: a
+    line of the text (a compiler quoting the student's source, say) cannot close the block early and
+    have what follows read as Markdown and HTML."""
+    fence = "`" * max(3, _backtick_run(text) + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def terminal(r: GradeResult, verbose_build: bool = True) -> str:

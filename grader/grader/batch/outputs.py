@@ -9,7 +9,7 @@ import os
 from typing import Optional
 
 from .. import gradescope
-from ..report import atomic_write, printable, write_record
+from ..report import atomic_write, md_fence, one_line, printable, write_record
 from . import classview
 from .progress import fmt_s
 from .reports import student_report
@@ -93,6 +93,8 @@ class Outputs:
             atomic_write(self.out / "gradebook-moodle.csv", moodle_csv(self.state, list(self.tasks)))
 
     def _summary(self, entries: list, wall: float) -> str:
+        """The batch's summary, for the terminal and summary.md: a row per submission, each one line
+        whatever the student named (report.one_line), so that no row can be forged by a file name."""
         rows, stage_tot = [], {s: [] for s in STAGES}
         for e in entries:
             if e.problem:
@@ -110,7 +112,7 @@ class Outputs:
                         "message", "not graded")
                     rows.append((e.student, a, "not graded: " + err, "", e.shown.get(a, "")))
         lines = ["", "== Batch summary", "", f"{'student':<24} {'assignment':<10} {'score':<10} verdict"]
-        lines += [f"{s:<24} {a:<10} {sc:<10} {v}" for s, a, v, sc, _ in rows]
+        lines += [f"{one_line(s):<24} {one_line(a):<10} {one_line(sc):<10} {one_line(v)}" for s, a, v, sc, _ in rows]
         lines += ["", f"{'stage':<12} {'submissions':>11} {'total s':>9} {'mean s':>8} {'max s':>8}"]
         stats = {}
         for s in STAGES:
@@ -127,11 +129,11 @@ class Outputs:
                    "rows": [{"student": s, "assignment": a, "verdict": v, "score": sc, "file": f}
                             for s, a, v, sc, f in rows]}
         gradescope.write_json(summary, self.out / "summary.json")
-        atomic_write(self.out / "summary.md", "```\n" + printable("\n".join(lines).strip()) + "\n```\n")
+        atomic_write(self.out / "summary.md", md_fence(printable("\n".join(lines).strip())) + "\n")
         try:
             lines.append(f"the class per assignment (no names): {classview.write(self.out, self.tasks, self.gpu)}")
         except (OSError, ValueError, KeyError) as e:  # a record that cannot be read: the grades stand
-            lines.append(f"the class view could not be drawn: {e}")
+            lines.append(f"the class view could not be drawn: {one_line(e)}")
         return "\n".join(lines)
 
 

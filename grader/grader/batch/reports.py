@@ -6,6 +6,7 @@ import html
 from typing import Optional
 
 from .. import gradescope, svg
+from ..report import md_code, md_fence, md_text
 from ..results import GpuInfo
 from ..tasks import describe
 
@@ -70,21 +71,24 @@ def _plots(rec: dict, task, ref: Optional[dict], gpu_name: str) -> list:
 
 def student_report(student: str, info: dict, recs: list, task_of: dict, refs: dict, gpu: GpuInfo) -> tuple:
     """(Markdown, HTML, {file name: SVG}) of one student's grading: the plots are image files beside
-    the reports (Markdown viewers show an image, not SVG written into the text)."""
+    the reports (Markdown viewers show an image, not SVG written into the text). What the student
+    named or caused (names, file names, notes, messages, a build log) is written as text Markdown
+    shows, never as Markdown or HTML of its own (report.md_text)."""
     name = info.get("name") or student
     images = {}
     total = sum(r.get("score", 0) for r in recs)
     possible = sum(task_of[a].max_score for a in task_of)
-    md = [f"# {name} ({student})", "", f"Entry: `{info.get('source', '')}` ({info.get('layout', '')}); "
+    md = [f"# {md_text(name)} ({md_text(student)})", "",
+          f"Entry: {md_code(info.get('source', ''))} ({md_text(info.get('layout', ''))}); "
           f"GPU: {gpu.name}; total {total:g} / {possible:g}.", ""]
     body = [f"<h1>{html.escape(name)} ({html.escape(student)})</h1>",
             f"<p>Entry: <code>{html.escape(info.get('source', ''))}</code> ({html.escape(info.get('layout', ''))}); "
             f"GPU: {html.escape(gpu.name)}; total <b>{total:g} / {possible:g}</b>.</p>"]
     if info.get("problem"):
-        md += [f"**{info['problem']}**", ""]
+        md += [f"**{md_text(info['problem'])}**", ""]
         body.append(f"<p><b>{html.escape(info['problem'])}</b></p>")
     if info.get("notes"):
-        md += ["Notes:", *[f"- {n}" for n in info["notes"]], ""]
+        md += ["Notes:", *[f"- {md_text(n)}" for n in info["notes"]], ""]
         body.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in info["notes"]) + "</ul>")
     for rec in recs:
         a = rec["assignment"]
@@ -92,15 +96,15 @@ def student_report(student: str, info: dict, recs: list, task_of: dict, refs: di
         hidden = set(rec.get("batch", {}).get("hidden_cases", []))
         verdict = rec.get("verdict")
         head = f"{a}: {verdict}, {rec.get('score', 0):g} / {task.max_score:g}"
-        md += [f"## {head}", "", f"File: `{rec.get('batch', {}).get('file', '')}`", ""]
+        md += [f"## {md_text(head)}", "", f"File: {md_code(rec.get('batch', {}).get('file', ''))}", ""]
         body += [f"<h2>{html.escape(head)}</h2>",
                  f"<p>File: <code>{html.escape(rec.get('batch', {}).get('file', ''))}</code></p>"]
         if rec.get("message"):
-            md += [rec["message"], ""]
+            md += [md_text(rec["message"]), ""]
             body.append(f"<p>{html.escape(rec['message'])}</p>")
         if verdict in ("build_error", "forbidden_call") and rec.get("build_log"):
             log = rec["build_log"][:3000]
-            md += ["```", log, "```", ""]
+            md += [md_fence(log), ""]
             body.append(f"<pre>{html.escape(log)}</pre>")
         if rec.get("cases"):
             md += ["| case | size | result | rel. error | note |", "| --- | --- | --- | --- | --- |"]
@@ -110,7 +114,7 @@ def student_report(student: str, info: dict, recs: list, task_of: dict, refs: di
                 rel = c.get("rel_error")
                 rel = f"{rel:.1e}" if isinstance(rel, (int, float)) and rel != float("inf") else "-"
                 note = "" if c["verdict"] == "correct" else c.get("message", "")
-                md.append(f"| {c['id']} | {size} | {c['verdict']} | {rel} | {note.replace('|', '/')} |")
+                md.append(f"| {c['id']} | {size} | {c['verdict']} | {rel} | {md_text(note).replace('|', '/')} |")
                 body.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>"
                                              for x in (c["id"], size, c["verdict"], rel, note)) + "</tr>")
             md.append("")
@@ -128,7 +132,7 @@ def student_report(student: str, info: dict, recs: list, task_of: dict, refs: di
             prof = rec.get("profile") or {}
             said = [prof["note"]] if "note" in prof else prof.get("hints", [])
             if said:
-                md += ["Profile (Nsight Compute; not part of the score):", *[f"- {h}" for h in said], ""]
+                md += ["Profile (Nsight Compute; not part of the score):", *[f"- {md_text(h)}" for h in said], ""]
                 body.append("<p>Profile (Nsight Compute; not part of the score):</p><ul>"
                             + "".join(f"<li>{html.escape(h)}</li>" for h in said) + "</ul>")
             if prof.get("roofline"):
