@@ -180,3 +180,17 @@ def test_ordinary_text_reads_as_before_in_the_summary_and_the_reports():
     assert md_code("trmm/kernel.cu") == "`trmm/kernel.cu`" and md_code("") == "``"
     assert md_fence("a\nb") == "```\na\nb\n```"
     assert one_line("a\nb\r\tc\x1b") == "a\\nb\\r\\tc\\x1b"
+
+
+def test_a_line_of_the_batch_log_is_one_line_whatever_the_compiler_quoted(capsys):
+    # A build error's message is the compiler's, which quotes the student's source line: the batch
+    # printed it whole after "batch: mallory trmm: build_error", a line of the student's choosing.
+    import threading
+    from grader.batch.progress import Progress
+    p = Progress.__new__(Progress)
+    p.lock, p.tty = threading.Lock(), False
+    p._say("batch: mallory trmm: build_error 0/100: kernel.cu(3): error: expected a declaration\n"
+           "batch: bob trmm: correct 100/100\n")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "batch: bob trmm: correct 100/100" in err
+    assert not any(line.startswith("batch: bob") for line in err.splitlines())

@@ -5,7 +5,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..report import printable
+from ..report import one_line
 
 
 def fmt_s(s: float) -> str:
@@ -62,7 +62,8 @@ class Progress:
         with self.lock:
             if self.tty:
                 sys.stderr.write("\r\033[K")
-            print(printable(line), file=sys.stderr, flush=True)
+            print(one_line(line), file=sys.stderr, flush=True)  # one line: a compiler quoting a source line
+            # of the student's would otherwise print a line of their choosing (a verdict for another student)
 
     def _progress(self, final: bool = False) -> None:
         elapsed = time.monotonic() - self.started
