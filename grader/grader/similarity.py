@@ -10,6 +10,10 @@ or changing a constant does not hide a copy. The student template and the code t
 count for nothing. A pair's score is the larger of its two shares: how much of one file is found in
 the other (a kernel copied into a longer file still scores high).
 
+Each file is given to copydetect as its skeleton(): the tokens, and so the scores, are the same, and
+the time is linear in the file's length (it was quadratic on some texts: 80 KB of "#/*", 40 s). Only
+the first CAP characters of a file are compared; the report names the files that are longer.
+
 What it shows is evidence for a person to read, never a verdict: two students may write much the same
 short kernel from the same lecture, and a copy retyped with care may score low.
 
@@ -23,16 +27,17 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import itertools
 import json
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import tasks
-from .report import atomic_write
+from .report import atomic_write, one_line
+from .similarity_text import origin, skeleton
 
 THRESHOLD = 0.6
 """Measured on the kit's own kernels (grader/tests/test_similarity.py): independently written
@@ -48,6 +53,9 @@ NOISE, GUARANTEE = 25, 30
 of GUARANTEE or more is found."""
 
 KINDS = ("classmates", "reference", "lecture")
+CAP = 256 * 1024
+"""Characters of a file compared: the rest is left out, and the report names the file. Five times the
+kit's longest kernel (47 KB); a few seconds of lexing at most, whatever the file holds."""
 
 
 @dataclass
@@ -75,6 +83,8 @@ class Result:
     """Pairs at or above the threshold, highest score first."""
     seconds: float
     threshold: float
+    cut: list = field(default_factory=list)
+    """Submissions longer than CAP: only their first CAP characters were compared."""
 
 
 def _stable_hash(text: str) -> int:
@@ -130,24 +140,28 @@ def compare(name: str, students: dict, threshold: float = THRESHOLD) -> Result:
     import numpy as np  # copydetect's own dependency
     t0 = time.monotonic()
     k, w = NOISE, GUARANTEE - NOISE + 1
-    with tempfile.TemporaryDirectory(prefix="kit-similarity-") as tmp, warnings.catch_warnings():
+
+    def fingerprint(label, path, common=None, text=None):
+        try:
+            if text is None:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read(CAP + 1)  # one more: the report tells which files are longer
+        except (OSError, UnicodeDecodeError):
+            return None
+        code, where = skeleton(text[:CAP])
+        fp = CodeFingerprint(label, k, w, boilerplate=common, language="cuda", fp=io.StringIO(code))
+        fp.text, fp.where, fp.cut = text[:CAP], where, len(text) > CAP
+        return fp
+
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # copydetect warns of every pair that shares nothing
         hashes = set()
         for i, text in enumerate(boilerplate(name)):
-            p = Path(tmp) / f"boilerplate{i}.cu"
-            p.write_text(text)
-            hashes |= set(CodeFingerprint(str(p), k, w, language="cuda").hashes)
+            hashes |= set(fingerprint(f"boilerplate{i}", None, text=text).hashes)
         bp = np.array(sorted(hashes), dtype=np.int64)
-
-        def fingerprint(path: Path):
-            try:
-                return CodeFingerprint(str(path), k, w, boilerplate=bp, language="cuda")
-            except (OSError, UnicodeDecodeError):
-                return None
-
-        prints = {s: fingerprint(p) for s, p in sorted(students.items())}
+        prints = {s: fingerprint(s, p, bp) for s, p in sorted(students.items())}
         prints = {s: fp for s, fp in prints.items() if fp is not None}
-        extra = {label: fingerprint(p) for label, p in others(name).items()}
+        extra = {label: fingerprint(label, p, bp) for label, p in others(name).items()}
         pairs = []
 
         def one(a, b, kind, fa, fb):
@@ -157,7 +171,7 @@ def compare(name: str, students: dict, threshold: float = THRESHOLD) -> Result:
             score = max(sa, sb)
             if score >= threshold and shared >= MIN_SHARED:
                 pairs.append(Pair(a, b, kind, float(score), (float(sa), float(sb)),
-                                  ((fa.raw_code, slices_a), (fb.raw_code, slices_b))))
+                                  ((fa.text, origin(fa.where, slices_a)), (fb.text, origin(fb.where, slices_b)))))
 
         for a, b in itertools.combinations(prints, 2):
             one(a, b, "classmates", prints[a], prints[b])
@@ -165,7 +179,7 @@ def compare(name: str, students: dict, threshold: float = THRESHOLD) -> Result:
             for label, fb in extra.items():
                 one(a, label, "reference" if label == "reference" else "lecture", prints[a], fb)
     pairs.sort(key=lambda p: (-p.score, p.a, p.b))
-    return Result(name, len(prints), pairs, time.monotonic() - t0, threshold)
+    return Result(name, len(prints), pairs, time.monotonic() - t0, threshold, [s for s, fp in prints.items() if fp.cut])
 
 
 SIDE_BY_SIDE = 200
@@ -219,14 +233,22 @@ def run(out: Path, threshold: float = THRESHOLD, say=print) -> list:
         write(out, r)
         say(f"similarity: {name}: {r.compared} submissions, {len(r.pairs)} pairs at or above {threshold:g} "
             f"({r.seconds:.1f} s): {out / 'similarity' / (name + '.html')}")
+        if r.cut:
+            say(f"similarity: {name}: {_cut(r)}")
     atomic_write(out / "similarity" / "summary.json", json.dumps(
         [{"assignment": r.assignment, "compared": r.compared, "threshold": r.threshold, "seconds": r.seconds,
-          "pairs": [{"a": p.a, "b": p.b, "kind": p.kind, "score": p.score, "shares": p.shares} for p in r.pairs]}
+          "pairs": [{"a": p.a, "b": p.b, "kind": p.kind, "score": p.score, "shares": p.shares} for p in r.pairs],
+          "cut": r.cut, "cap_characters": CAP}
          for r in results], indent=1) + "\n")
     return results
 
 
 _FLAG = {"classmates": "", "reference": "COPY OF THE HIDDEN REFERENCE", "lecture": "lecture code"}
+
+
+def _cut(r: Result) -> str:
+    return (f"only the first {CAP // 1024} KiB of {len(r.cut)} submission(s) compared, the rest of each left out: "
+            + ", ".join(one_line(s) for s in r.cut))
 
 
 def write(out: Path, r: Result) -> None:
@@ -238,6 +260,7 @@ def write(out: Path, r: Result) -> None:
                      f'({p.shares[0]:.0%} of the first found in the second, {p.shares[1]:.0%} the other way)'
                      f'{" - " + _FLAG[p.kind] if _FLAG[p.kind] else ""}</h2>{_side_by_side(p)}'
                      for i, p in enumerate(r.pairs[:SIDE_BY_SIDE]))
+    cut = f"<p><b>{html.escape(_cut(r))}</b></p>\n" if r.cut else ""
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Similarity: {r.assignment}</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;
 padding:.2em .5em;vertical-align:top}} table.pair{{width:100%;table-layout:fixed}} pre{{white-space:pre-wrap;
@@ -247,7 +270,7 @@ font-size:12px;margin:0}} mark{{background:#ffd54f}}</style></head><body>
 pairs whose score (the larger share of one file found in the other, identifiers, comments and layout left out,
 the student template and the handout's code not counted) is {r.threshold:g} or more. Evidence for a person to
 read, not a verdict. For the TA only.</p>
-<table><tr><th>#</th><th>score</th><th>submission</th><th>matches</th><th></th><th></th></tr>{rows}</table>
+{cut}<table><tr><th>#</th><th>score</th><th>submission</th><th>matches</th><th></th><th></th></tr>{rows}</table>
 {bodies or "<p>No pair at or above the threshold.</p>"}</body></html>
 """
     atomic_write(out / "similarity" / f"{r.assignment}.html", page)
@@ -259,6 +282,8 @@ def summary_lines(results: list, limit: int = 20) -> list:
     for r in results:
         lines += ["", f"{r.assignment}: {r.compared} submissions, {len(r.pairs)} pairs at or above {r.threshold:g}"
                       f" (similarity/{r.assignment}.html)"]
+        if r.cut:
+            lines.append(f"  {_cut(r)}")
         for i, p in enumerate(r.pairs[:limit]):
             lines.append(f"  {i + 1:>3}. {p.score:.2f}  {p.a:<24} {p.b:<24} {_FLAG[p.kind]}".rstrip())
         if len(r.pairs) > limit:

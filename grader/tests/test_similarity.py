@@ -6,6 +6,7 @@ independent solutions. No GPU needed."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -231,3 +232,103 @@ def test_the_same_class_gives_the_same_scores_in_another_process(reported):
                            env={**os.environ, "PYTHONPATH": str(ROOT / "grader"), "PYTHONHASHSEED": seed},
                            check=True).stdout for seed in ("1", "2")]
     assert runs[0] == runs[1] and json.loads(runs[0])
+
+
+class Deadline(Exception):
+    pass
+
+
+def timed(call, seconds: float):
+    """(what call() returns, the seconds it took); Deadline if it takes longer than `seconds` (a lexer
+    that is quadratic again would hold the suite for hours)."""
+    def stop(*_):
+        raise Deadline(f"still running after {seconds} s")
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        t0 = time.monotonic()
+        return call(), time.monotonic() - t0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_file_built_to_slow_the_lexer_is_compared_in_linear_time(tmp_path):
+    # "#/*" repeated: Pygments' lexer searched for the comment's end from every "#" to the end of the file
+    # (80 KB: 40 s, 160 KB: minutes); a copy with it after the code is still found.
+    code = (INDEPENDENT / "trmm" / "tiled16.cu").read_text()
+    took = {}
+    for kb in (80, 160):
+        students = {"alice": tmp_path / f"alice{kb}.cu", "mallory": tmp_path / f"mallory{kb}.cu"}
+        students["alice"].write_text(code)
+        students["mallory"].write_text(code + "#/*" * (kb * 1024 // 3))
+        r, took[kb] = timed(lambda: similarity.compare("trmm", students), 30)
+        pair, = [p for p in r.pairs if p.kind == "classmates"]
+        assert (pair.a, pair.b) == ("alice", "mallory")
+        (text, slices), _ = pair.marked
+        assert text == code and 0 <= slices.min() and slices.max() <= len(code)  # the file's own code marked
+    assert took[160] < 5, took
+    assert took[160] < 2.5 * took[80] + 0.5, took  # twice the file, twice the time (four times: quadratic)
+
+
+SLOW_SHAPES = {"#/*": ("#/*", ""), "a function's ( after each {": ("{a b(", ""), "raw strings with no end": ('R"(', ""),
+               "includes with no >": ("#include <\n", ""), "comments in preprocessor lines": ('#define S "/*"\n', ""),
+               "blank lines": ("\n", "x"), "a run of spaces": (" ", "a")}
+"""name: (what is repeated, what is around it)."""
+
+
+@pytest.mark.parametrize("shape", SLOW_SHAPES)
+def test_other_texts_that_slowed_the_lexer_take_time_linear_in_their_length(shape):
+    from copydetect.utils import filter_code
+    unit, around = SLOW_SHAPES[shape]
+    took = {}
+    for n in (50_000, 100_000):  # the better of two runs: a pause of the machine's is not the lexer's
+        text = around + unit * (n // len(unit)) + around
+        took[n] = min(timed(lambda: filter_code(similarity.skeleton(text)[0], "kernel.cu", "cuda"), 20)[1]
+                      for _ in range(2))
+    assert took[100_000] < 2.5 * took[50_000] + 0.1, took
+
+
+EDGES = """// it's a header; with "quotes" ) {
+#include <cuda_runtime.h>  // the runtime's
+#define M /* mid */ 128
+#define LONGMAC(a, b) \\
+    do { a = b; } while (0) // done
+#if 0
+  this isn't code /* with a comment
+  */ and more
+#endif
+void k(float* a,   // a (input) { read }
+       float* b) {                                      /* b's */
+    char c = '\\'', d = '"'; const char* s = "a // b /* c */ \\" d";
+    auto r = R"x(raw // string /* with ) stuff)x"; int big = 1'000'000;
+  label:\t\tb[0] = a[0];
+}
+void f(int n /* size; */) {
+}
+""" + "/* " + "a long comment, it's longer than LONG; (see f) { " * 8 + "*/\n"
+
+
+def test_the_lexer_makes_the_same_tokens_of_a_files_skeleton_as_of_the_file():
+    from copydetect.utils import filter_code
+    texts = {"edges": EDGES, "edges, one line apart": EDGES.replace("\n", "\n\n\n   ")}
+    for f in [*sorted(INDEPENDENT.glob("*/*.cu")), *sorted(ROOT.glob("reference/*/kernel.cu")),
+              *sorted(ROOT.glob("slides_examples/*.cu")), *sorted(ROOT.glob("student_template/*/kernel.cu"))]:
+        texts[str(f.relative_to(ROOT))] = f.read_text()
+    assert len(texts) > 40
+    tokens = lambda text: filter_code(text, "kernel.cu", "cuda")[0]  # noqa: E731
+    differ = [name for name, text in texts.items() if tokens(similarity.skeleton(text)[0]) != tokens(text)]
+    assert not differ, differ
+
+
+def test_only_the_first_part_of_a_very_long_file_is_compared_and_the_report_says_so(tmp_path):
+    code = (INDEPENDENT / "trmm" / "tiled16.cu").read_text()
+    (tmp_path / "a.cu").write_text(code)
+    (tmp_path / "b.cu").write_text(code + "int pad;\n" * (similarity.CAP // 9))
+    r = similarity.compare("trmm", {"alice": tmp_path / "a.cu", "bob": tmp_path / "b.cu"})
+    assert r.cut == ["bob"] and [(p.a, p.b) for p in r.pairs if p.kind == "classmates"] == [("alice", "bob")]
+    assert any("only the first 256 KiB of 1 submission(s) compared" in line and "bob" in line
+               for line in similarity.summary_lines([r]))
+    similarity.write(tmp_path, r)
+    assert "only the first 256 KiB of 1 submission(s) compared, the rest of each left out: bob" in \
+        (tmp_path / "similarity" / "trmm.html").read_text()
