@@ -2,7 +2,8 @@
 #define that renames a library, the function a file defines): line ends of every kind made "\\n" (CR LF
 and a lone CR end a line too), a leading byte-order mark dropped, lines joined where a backslash ends
 one (blanks after it too: GCC joins them with a warning), and each comment made one space, with string
-and character literals (raw strings too) read as literals, so that a "/*" inside one opens nothing.
+and character literals (raw strings too) read as literals, so that a "/*" inside one opens nothing (and
+a number's digit separator, 1'000, opens no character literal).
 
 One pass, linear in the length of the text: a regex retrying `/\\*.*?\\*/` at every "/*" of an unclosed
 comment took hours on a file of a few MiB, in the TA's process."""
@@ -11,9 +12,10 @@ from __future__ import annotations
 import re
 
 _SPLICE = re.compile(r"\\[ \t\f\v]*\n")
-_NEXT = re.compile(r"""/[/*]|["']""")
+_NEXT = re.compile(r"""/[/*]|["']|(?<![\w.])\.?[0-9](?:'?[0-9A-Za-z_.]|[eEpP][+-])*""")
+"""A comment, a literal, or a number: a number's digit separators (1'000) open no character literal."""
 _RAW_PREFIXES = ("R", "LR", "uR", "UR", "u8R")
-_RAW_OPEN = re.compile(r'([^()\\\s"]{0,16})\(')
+_RAW_OPEN = re.compile(r'([^()\\\s]{0,16})\(')  # a delimiter may hold a '"': R""(...)"" is one
 _LITERAL = {q: re.compile(q + r"(?:[^" + q + r"\\\n]|\\.)*" + q + "?", re.S) for q in "\"'"}  # to its line's end if unclosed
 
 
@@ -46,6 +48,9 @@ def strip_comments(text: str) -> str:
             end = text.find("*/", i + 2)
             out.append(" ")
             i = n if end < 0 else end + 2
+        elif token[0] not in "\"'":  # a number, separators and all
+            out.append(token)
+            i = m.end()
         else:
             end = _literal_end(text, i)
             out.append(text[i:end])

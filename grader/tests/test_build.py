@@ -35,12 +35,15 @@ void trmm(int n, const double* A, double* B) {
 # The namespace renamed by a #define the preprocessor reads but a plain search for "#define" does
 # not: spelled with the digraph %:, split by a comment, split over two lines (with a blank after the
 # backslash too), after a byte-order mark or a lone carriage return, or between a string holding "/*"
-# and one holding "*/" (which a search for comments took for one).
+# and one holding "*/" (which a search for comments took for one; so a scanner that took 1'0's digit
+# separator, or a raw string's '"' delimiter, for the start of a literal).
 CUB_NAMESPACE_RENAMED = {how: head + "\n" + CUB_DEVICE.replace("cub::", "kub::") for how, head in (
     ("digraph", "%:define cub kub"), ("comment", "#/**/define cub kub"), ("spliced", "#def\\\nine cub kub"),
     ("spliced_after_a_blank", "#def\\ \nine cub kub"), ("after_a_byte_order_mark", "\ufeff#define cub kub"),
     ("after_a_carriage_return", "int cr_;\r#define cub kub"),
-    ("between_comment_marks_in_strings", 'const char* open_ = "/*";\n#define cub kub\nconst char* close_ = "*/";'))}
+    ("between_comment_marks_in_strings", 'const char* open_ = "/*";\n#define cub kub\nconst char* close_ = "*/";'),
+    ("after_a_digit_separator", "int open_ = 1'0 + '/*';\n#define cub kub\nint close_ = '*/';"),
+    ("after_a_raw_string_delimited_by_a_quote", 'const char* open_ = R""(/*)"";\n#define cub kub\nconst char* close_ = "*/";'))}
 
 THRUST = """\
 #include <thrust/execution_policy.h>
