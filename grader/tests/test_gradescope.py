@@ -134,3 +134,32 @@ def test_without_a_gpu_results_json_says_the_submission_was_not_graded(fake_kit,
     data = json.loads((a.root / "results" / "results.json").read_text())
     check_schema(data)
     assert data["score"] == 0 and "no usable CUDA GPU" in data["output"]
+
+
+def test_a_submission_with_a_folder_tree_too_deep_to_walk_still_gets_a_results_file(fake_kit, tmp_path):
+    # 1,200 nested folders beside kernel.cu (a path of 2,400 characters, under PATH_MAX): the walk
+    # raised RecursionError out of the autograder, and Gradescope said only that it had failed.
+    import os
+    a = autograder(tmp_path, {"kernel.cu": kernel("reference")})
+    here = os.getcwd()
+    os.chdir(a.root / "submission")
+    try:
+        for _ in range(1200):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    try:
+        assert gradescope.main(a) == 0
+        data = json.loads((a.root / "results" / "results.json").read_text())
+        assert "could not be read (RecursionError)" in data["output"]
+    finally:  # removed from the bottom up: a recursive removal (pytest's) is as deep as the walk
+        os.chdir(a.root / "submission")
+        try:
+            while os.path.isdir("d"):
+                os.chdir("d")
+            while os.getcwd() != str(a.root / "submission"):
+                os.chdir("..")
+                os.rmdir("d")
+        finally:
+            os.chdir(here)
