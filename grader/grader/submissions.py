@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional
@@ -217,9 +218,14 @@ def gradescope_metadata(path: Path) -> dict:
             setattr(member, {"sid": "id"}.get(m.group(2), m.group(2)), value)
         elif line.startswith("-") and ":submitters:" not in line:
             member = None
-    for members in out.values():
-        for m in members:
-            m.id = m.id or (m.email.split("@")[0] if m.email else "") or m.name
+    # Without an SID, an email's local part names the student, unless another's is the same (bob@uni.edu
+    # and a bob@gmail.com enrolled beside him): then the whole address does, or the gradebooks would hold
+    # two rows for "bob" and the LMS would give one of the two grades to both.
+    members = [m for ms in out.values() for m in ms]
+    local = [m.email.split("@")[0] if m.email and not m.id else "" for m in members]
+    taken = Counter((m.id or part or m.name).lower() for m, part in zip(members, local))
+    for m, part in zip(members, local):
+        m.id = m.id or (m.email if part and taken[part.lower()] > 1 else part) or m.name
     return out
 
 

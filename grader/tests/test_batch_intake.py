@@ -102,6 +102,21 @@ def test_gradescopes_export_names_each_submission_by_its_submitters(tmp_path):
     assert found["eh"].problem.startswith("nothing gradeable")
 
 
+def test_two_submitters_whose_emails_share_a_local_part_are_told_apart_by_the_whole_address(tmp_path):
+    # Without SIDs, each was "bob": the gradebooks held two rows for bob, and an LMS import gave one of
+    # the two grades to both (a student enrolled as bob@gmail.com beside bob@uni.edu chose whose).
+    subs = tmp_path / "export"
+    for sid in ("submission_201", "submission_202", "submission_203"):
+        (subs / sid).mkdir(parents=True)
+        (subs / sid / "kernel.cu").write_text(ENTRY)
+    (subs / "submission_metadata.yml").write_text(
+        "---\nsubmission_201:\n  :submitters:\n  - :name: Bob Real\n    :email: bob@uni.edu\n"
+        "submission_202:\n  :submitters:\n  - :name: Mallory\n    :email: Bob@gmail.com\n"
+        "submission_203:\n  :submitters:\n  - :name: Ada\n    :email: ada@uni.edu\n")
+    ids = sorted(m.id for e in submissions.discover(subs, EPS, tmp_path / "st") for m in e.members)
+    assert ids == ["Bob@gmail.com", "ada", "bob@uni.edu"]
+
+
 def test_canvas_and_moodle_downloads_are_grouped_by_student(tmp_path):
     subs = tmp_path / "lms"
     subs.mkdir()
