@@ -36,6 +36,17 @@ class Refused(Exception):
     """An archive that is not opened; the message says why."""
 
 
+def charge(budget: dict, files: int, nbytes: int, name: str) -> None:
+    """Takes `files` files and `nbytes` bytes (at `name`) from an entry's budget (new_budget), refusing
+    (Refused) past either."""
+    budget["files"] -= files
+    budget["bytes"] -= nbytes
+    if budget["files"] < 0:
+        raise Refused(f"it holds more than {MAX_FILES} files")
+    if budget["bytes"] < 0:
+        raise Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {name})")
+
+
 def is_archive(path: Path) -> bool:
     return path.name.lower().endswith(ARCHIVES)
 
@@ -120,29 +131,16 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
     budget = budget if budget is not None else new_budget()
     dest.mkdir(parents=True, exist_ok=True)
 
-    def too_big(name: str) -> Refused:
-        return Refused(f"it unpacks to more than {MAX_BYTES >> 20} MiB (at {name})")
-
-    def take(nbytes: int, name: str):
-        budget["bytes"] -= nbytes
-        if budget["bytes"] < 0:
-            raise too_big(name)
-
-    def count(name: str):
-        budget["files"] -= 1
-        if budget["files"] < 0:
-            raise Refused(f"it holds more than {MAX_FILES} files")
-
     def copy(src, target: Path, name: str, declared: int):
-        if declared > budget["bytes"]:  # refused before a byte is written
-            raise too_big(name)
+        if declared > budget["bytes"]:  # refused before a byte is written, and nothing taken
+            charge(dict(budget), 0, declared, name)
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "wb") as out:
             while True:
                 chunk = src.read(1 << 16)
                 if not chunk:
                     break
-                take(len(chunk), name)  # what is actually read counts, not what the header claims
+                charge(budget, 0, len(chunk), name)  # what is actually read counts, not what the header claims
                 out.write(chunk)
 
     low = archive.name.lower()
@@ -158,7 +156,7 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
                     mode = info.external_attr >> 16
                     if stat.S_ISLNK(mode):
                         raise Refused(f"it holds a symbolic link ({info.filename})")
-                    count(info.filename)
+                    charge(budget, 1, 0, info.filename)
                     if info.is_dir():
                         continue
                     with z.open(info) as src:
@@ -171,7 +169,7 @@ def extract(archive: Path, dest: Path, budget: Optional[dict] = None) -> None:
                         raise Refused(f"it holds a link ({m.name})")
                     if not (m.isfile() or m.isdir()):
                         raise Refused(f"it holds a device or special file ({m.name})")
-                    count(m.name)
+                    charge(budget, 1, 0, m.name)
                     if m.isdir():
                         continue
                     src = t.extractfile(m)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional

@@ -161,10 +161,7 @@ def main(args) -> int:
     try:
         entry = submissions.Entry("submission", "submission", "gradescope")
         if sub.is_dir():
-            try:
-                submissions.fill(entry, sub, entry_points, work_root / "_staging")
-            except (OSError, RecursionError) as e:  # a tree too deep or too long to walk: a problem, with a result
-                entry.problem = f"nothing gradeable: its files could not be read ({type(e).__name__})"
+            submissions.fill(entry, sub, entry_points, work_root / "_staging")
         else:
             entry.problem = f"nothing gradeable: {sub} does not exist"
         who = _who(root)

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from . import cpp_text
-from .archives import MAX_BYTES, MAX_FILES, Refused, archive_stem, extract, is_archive, new_budget
+from .archives import Refused, archive_stem, charge, extract, is_archive, new_budget
 
 MAX_SOURCE_BYTES = 4 << 20
 """A .cu file larger than this is not a kernel.cu (noted, not graded)."""
@@ -162,7 +162,16 @@ def sources(root: Path) -> list:
 
 def fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
     """Places the entry's .cu files, those of the archives inside it too (one level, unpacked under
-    staging, never beside the student's files); sets entry.problem when nothing is gradeable."""
+    staging, never beside the student's files); sets entry.problem when nothing is gradeable, or when
+    its tree is too deep or too long to walk (1,200 nested folders raised RecursionError)."""
+    try:
+        return _fill(entry, root, entry_points, staging)
+    except (OSError, RecursionError) as e:
+        entry.problem = f"nothing gradeable: its files could not be read ({type(e).__name__})"
+        return entry
+
+
+def _fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
     budget = new_budget()
     files = [(f, str(f.relative_to(root))) for f in sources(root)]
     for arch in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and is_archive(p)):
@@ -314,12 +323,16 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
                     extract(item, _fresh(dest / safe_id(archive_stem(Path(name)))), budget)
                 except Refused as e:
                     notes.append(f"{item.name}: archive refused: {e}")
-            elif item.stat().st_size > min(MAX_SOURCE_BYTES, budget["bytes"]) or budget["files"] < 1:
-                notes.append(f"{item.name}: not copied: larger than {MAX_SOURCE_BYTES >> 20} MiB, or past the "
-                             f"{MAX_FILES} files and {MAX_BYTES >> 20} MiB of a student's uploads")
+            elif item.stat().st_size > MAX_SOURCE_BYTES:
+                notes.append(f"{item.name}: not copied: larger than {MAX_SOURCE_BYTES >> 20} MiB")
             else:
-                budget["files"] -= 1
-                budget["bytes"] -= item.stat().st_size
+                trial = dict(budget)  # taken only where it fits: a smaller upload after it still may
+                try:
+                    charge(trial, 1, item.stat().st_size, item.name)
+                except Refused as e:
+                    notes.append(f"{item.name}: not copied: {e}")
+                    continue
+                budget.update(trial)
                 dest.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(item, _fresh(dest / safe_id(name)))
         raw.append((student, ", ".join(i.name for i, _ in got), "canvas", dest if dest.exists() else None,
@@ -334,10 +347,7 @@ def discover(folder: Path, entry_points: dict, staging: Path) -> list:
         used.add(sid.lower())
         e = Entry(sid, source, layout, members or [Member(sid)], notes=list(notes), problem=problem)
         if root is not None and not problem:
-            try:
-                fill(e, root, entry_points, staging / "fill" / sid)
-            except (OSError, RecursionError) as ex:  # a tree too deep or too long to walk: this entry only
-                e.problem = f"nothing gradeable: its files could not be read ({type(ex).__name__})"
+            fill(e, root, entry_points, staging / "fill" / sid)
         elif not problem:
             e.problem = "nothing gradeable: " + (notes[0] if notes else "nothing in it")
         entries.append(e)

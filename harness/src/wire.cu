@@ -221,7 +221,6 @@ bool schedstat(int pid, const std::string& name, double& on_cpu_ms, double& wait
     return true;
 }
 
-// The cpu.stat of `pid`'s cgroup where that group is one the grader made for it alone ("" if none).
 // The file that holds the CPU time of the process's own group (the grader's, under kit-jails/): cgroup
 // v2's cpu.stat, or v1's cpuacct.usage where the grader made one in that controller; "" for none.
 std::string own_cgroup_stat(int pid) {

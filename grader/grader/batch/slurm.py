@@ -29,7 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .. import gpu as gpu_mod, submissions, tasks
-from ..report import atomic_write, printable
+from ..report import atomic_write, md_fence, printable
 from ..results import GpuInfo
 from . import Options, in_shard
 
@@ -263,7 +263,7 @@ def merge(opts: Options, n: int) -> int:
         text += ("\n\nshards that did not finish: " + (", ".join(map(str, failed_shards)) or "none") +
                  "\nnot graded: " + (", ".join(not_graded) or "none") +
                  "\n(run the same --slurm command again: it submits only what is left)")
-        atomic_write(out / "summary.md", "```\n" + printable(text.strip()) + "\n```\n")
+        atomic_write(out / "summary.md", md_fence(printable(text.strip())) + "\n")
     print(printable(text), flush=True)
     return 2 if failed_shards or not_graded else 0
 
