@@ -59,7 +59,7 @@ def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options())
             workdir.keep(work)
             print(f"   Work folder kept: {work}", file=sys.stderr)
         else:
-            shutil.rmtree(work, ignore_errors=True)
+            protocol.clear(work)
 
 
 def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path) -> GradeResult:
@@ -225,7 +225,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
                 for got, more in zip((verdicts, seconds, checks), mine.result()):
                     got.update(more)
         finally:
-            shutil.rmtree(apart, ignore_errors=True)
+            protocol.clear(apart)
 
     out = []
     for c in task.cases:

@@ -17,12 +17,11 @@ or {"assignment", "verdict": "not_graded", "message"} for a submission that coul
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
 
-from . import build, grade, jail, report, sandbox, submissions, tasks, workdir
+from . import build, grade, jail, protocol, report, sandbox, submissions, tasks, workdir
 from .limits import Limits
 from . import gpu as gpu_mod
 from .gpu import NoGpu
@@ -219,7 +218,7 @@ def main(args) -> int:
         return 0
     finally:
         sandbox.confine(None)
-        shutil.rmtree(work_root, ignore_errors=True)
+        protocol.clear(work_root)
 
 
 def _refuse(why: str, entry, task_of: dict, names: list, start: float, out: Path) -> int:

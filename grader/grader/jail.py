@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from . import protocol
 from .libraries import _SYSTEM_TOPS, _UNDER_SYSTEM, library_files, library_trees, runtime_libraries, tool_libraries
 from .limits import NOBODY, Limits
 
@@ -102,8 +103,13 @@ class Jail:
         """Makes the folder `work` the jailed user's to write in (a grader running as root hands it to
         the jail's own uid; otherwise it is the grader's own already)."""
         if self.limits.drop_to is not None:  # its folders; the grader's own files (plans) stay the grader's
-            for d, _, _ in os.walk(work):
-                os.chown(d, self.limits.drop_to, self.limits.drop_to, follow_symlinks=False)
+            os.chown(work, self.limits.drop_to, self.limits.drop_to, follow_symlinks=False)
+            try:
+                for d, st in protocol.entries(work):
+                    if stat.S_ISDIR(st.st_mode):
+                        os.chown(d, self.limits.drop_to, self.limits.drop_to, follow_symlinks=False)
+            except protocol.Nested:  # its own folders, made by an earlier step and stopped for it
+                pass
 
     def command(self, cmd: list, work: Path, view: str, read_only: tuple = (), gpus: Optional[tuple] = None) -> list:
         """bwrap's command line that runs `cmd` in `work` (bound read-write, at its own path) with the

@@ -24,6 +24,7 @@ import os
 import pwd
 import resource
 import signal
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,13 +103,17 @@ class Limits:
         return (f"kept starting processes past its limit of {self.processes} processes and threads "
                 f"(refused {FORK_BOMB_REFUSALS:,} times)")
 
-    def over_disk(self, work: Path) -> Optional[str]:
-        """Why the work folder is over its limits, or None."""
-        total = 0
-        for count, (_, st) in enumerate(protocol.entries(work), 1):
-            if count > self.files:
-                return f"made more than {self.files} files in its work folder"
-            total += st.st_blocks * 512
+    def over_disk(self, work: Path, pids: Sequence[int] = ()) -> Optional[str]:
+        """Why the work folder is over its limits, or None; with the run's `pids`, the files they hold
+        open or mapped after deleting them count too (held_bytes)."""
+        total = held_bytes(pids, os.stat(work).st_dev) if pids else 0
+        try:
+            for count, (_, st) in enumerate(protocol.entries(work), 1):
+                if count > self.files:
+                    return f"made more than {self.files} files in its work folder"
+                total += st.st_blocks * 512
+        except protocol.Nested:
+            return f"made folders nested past {protocol.MAX_NESTING:,} characters of path in its work folder"
         if total > self.disk_bytes:
             return f"wrote more than {self.disk_bytes / GIB:g} GiB to disk"
         return None
@@ -126,7 +131,30 @@ class Limits:
 
     def describe_disk(self) -> str:
         return (f"{self.disk_bytes / GIB:g} GiB and {self.files} files in its work folder (measured while it "
-                f"runs), {self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
+                f"runs and when it ends), paths of at most {protocol.MAX_NESTING:,} characters, {self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
+
+
+def held_bytes(pids: Sequence[int], dev: int) -> int:
+    """Bytes on disk of the files that the processes `pids` hold open after deleting them: such a file
+    is in no folder, and fills the disk all the same (opened, unlinked and written, 160 MiB went unseen
+    past a 64 MiB limit). Counted: files on the work folder's device `dev`, or on any disk's; not
+    memory-backed ones (a memfd, the jail's /tmp), which its memory and /tmp limits hold. Only the
+    descriptor tables are read: reading a CUDA program's /proc/PID/maps (for files held by a mapping
+    alone) waited on its memory map's lock for seconds at a time, in the middle of its run."""
+    held = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and (st.st_dev == dev or os.major(st.st_dev) != 0):
+                held[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return sum(held.values())
 
 
 def output_limits(file_bytes: int = FILE_BYTES) -> None:

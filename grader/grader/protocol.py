@@ -5,10 +5,10 @@ file or an output a runner could write.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
-import shutil
 import stat
 from pathlib import Path
 
@@ -106,12 +106,31 @@ def read_regular(path: Path, limit: int, from_end: bool = False) -> bytes:
         os.close(fd)
 
 
+MAX_NESTING = 1024
+"""The longest path, in characters, that a jailed program may make under its work folder. Every path
+the grader walks stays well below PATH_MAX (4,096), past which a folder cannot be opened by its
+name: what a program wrote there was never counted against its disk limit, nor swept."""
+
+
+class Nested(OSError):
+    """A folder nested past MAX_NESTING characters of path under the folder walked."""
+
+    def __init__(self, path: str):
+        super().__init__(f"folders nested past {MAX_NESTING:,} characters of path: {path[:200]}...")
+        self.path = path
+
+
 def entries(top: Path):
-    """(path, lstat result) of everything under `top`, found lazily; links are never followed."""
-    stack = [str(top)]
+    """(path, lstat result) of everything under `top`, found lazily, without recursion; links are never
+    followed. A folder whose path under `top` is longer than MAX_NESTING raises Nested."""
+    top = str(top)
+    stack = [top]
     while stack:
+        folder = stack.pop()
+        if len(folder) - len(top) > MAX_NESTING:
+            raise Nested(folder)
         try:
-            with os.scandir(stack.pop()) as it:
+            with os.scandir(folder) as it:
                 found = list(it)
         except OSError:
             continue
@@ -126,15 +145,80 @@ def entries(top: Path):
 
 
 def clear(path: Path) -> None:
-    """Removes whatever stands at `path` (a file, a link, a folder), not following links."""
+    """Removes whatever stands at `path` (a file, a link, a folder of any depth), not following links."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
     if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
     else:
         os.unlink(path)
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_tree(path: Path) -> None:
+    """Removes the folder `path` and everything in it, however deep, as far as it can; errors are
+    ignored. Each folder met below the first level is first moved up to be a child of `path`, so no
+    path grows long and nothing recurses: shutil.rmtree recursed once per level, and 3,000 nested
+    folders left in a work folder raised RecursionError out of the grader."""
+    try:
+        top = os.open(path, _DIR)
+    except OSError:
+        return
+    moved = 0
+    try:
+        queue = [None]  # names in `top` of the folders still to empty; None is `top` itself
+        while queue:
+            name = queue.pop()
+            try:
+                fd = top if name is None else os.open(name, _DIR, dir_fd=top)
+            except OSError:
+                continue
+            try:
+                try:
+                    os.chmod(fd, 0o700)  # a folder its maker closed (mode 000) is opened again
+                except OSError:
+                    pass
+                for child in os.listdir(fd):
+                    try:
+                        os.unlink(child, dir_fd=fd)
+                        continue
+                    except IsADirectoryError:
+                        pass
+                    except OSError:
+                        continue
+                    if name is None:
+                        queue.append(child)
+                        continue
+                    while True:  # a fresh name in `top`: its own entries may be named like ours
+                        moved += 1
+                        try:
+                            os.rename(child, f"~{moved}", src_dir_fd=fd, dst_dir_fd=top)
+                            queue.append(f"~{moved}")
+                            break
+                        except (FileExistsError, IsADirectoryError, NotADirectoryError):
+                            continue
+                        except OSError as e:
+                            if e.errno == errno.ENOTEMPTY:
+                                continue
+                            break
+            finally:
+                if fd != top:
+                    os.close(fd)
+            if name is not None:
+                try:
+                    os.rmdir(name, dir_fd=top)
+                except OSError:
+                    pass
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def write_fresh(path: Path, text: str) -> None:

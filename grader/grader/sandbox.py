@@ -102,13 +102,19 @@ def last_line(text: str, limit: int = 200) -> str:
 
 def sweep(work: Path) -> None:
     """Removes every entry of `work` that is neither a regular file nor a folder (links, pipes,
-    sockets, devices), so that nothing the grader opens there later leads out of it."""
-    for path, st in protocol.entries(work):
-        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+    sockets, devices), so that nothing the grader opens there later leads out of it; folders nested
+    too deep to walk (protocol.Nested) are removed whole."""
+    while True:
+        try:
+            for path, st in protocol.entries(work):
+                if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+            return
+        except protocol.Nested as e:
+            protocol.remove_tree(e.path)
 
 
 class Proc:
@@ -167,7 +173,8 @@ class Proc:
         if self.jail is not None and now >= self._next_disk:
             self._next_disk = now + 0.25
             limits = self.jail.limits
-            self.stopped_for = limits.over_disk(self.cwd) or limits.over_processes(self.group) or ""
+            pids = self.group.pids() or descendants(self.proc.pid)
+            self.stopped_for = limits.over_disk(self.cwd, pids) or limits.over_processes(self.group) or ""
             if self.stopped_for:
                 return False
         return True
@@ -178,6 +185,9 @@ class Proc:
             kill(self.proc)  # also whatever it left running in the background, which could hold the GPU
             rc = self.proc.returncode
             if self.jail is not None:
+                # A look at the folder once the run is over: a run shorter than the time between two
+                # looks (running()) was never measured at all.
+                self.stopped_for = self.stopped_for or self.jail.limits.over_disk(self.cwd) or ""
                 if self.group.oom_killed():
                     self.stopped_for = f"used more than {self.jail.limits.memory_bytes / 2**30:g} {MEMORY_STOP}"
                 if 128 < rc < 160:  # bubblewrap passes a death by signal on as 128 + the signal
@@ -237,6 +247,26 @@ def run(cmd: list, cwd: Path, log: Path, timeout: float, env: dict = None, watch
     finally:  # also when the grader itself is interrupted (Ctrl-C)
         result = p.finish(timed_out)
     return result
+
+
+def descendants(pid: int) -> list:
+    """`pid` and every process it started that is still running (read from /proc): a jailed run's
+    processes, where it has no cgroup that lists them."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        out.append(p)
+        stack += children.get(p, [])
+    return out
 
 
 def kill(proc: subprocess.Popen):

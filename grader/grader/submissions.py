@@ -24,6 +24,7 @@ Archives are opened by archives.extract, which trusts nothing in them.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 from collections import Counter
@@ -32,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from . import cpp_text
-from .archives import Refused, archive_stem, charge, extract, is_archive, new_budget
+from .archives import MAX_DEPTH, Refused, archive_stem, charge, extract, is_archive, new_budget
 
 MAX_SOURCE_BYTES = 4 << 20
 """A .cu file larger than this is not a kernel.cu (noted, not graded)."""
@@ -146,35 +147,55 @@ def assign(files: list, entry_points: dict) -> tuple:
     return chosen, notes
 
 
-def sources(root: Path) -> list:
-    """The .cu files under root, in a stable order; links and hidden folders (.git, __MACOSX) skipped."""
-    out = []
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root).parts
-        if any(part.startswith((".", "__MACOSX")) for part in rel):
+def walk(root: Path) -> tuple:
+    """(files, too_deep): the regular files under root in a stable order, skipping links and hidden
+    names (.git, __MACOSX); and the folders not entered for lying more than MAX_DEPTH below root. One
+    loop, no recursion: 1,200 nested folders beside kernel.cu raised RecursionError out of a walk that
+    recursed (pathlib's, before Python 3.12)."""
+    files, too_deep = [], []
+    stack = [(str(root), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                found = list(it)
+        except OSError:
             continue
-        if p.is_symlink() or not p.is_file():
-            continue
-        if p.suffix.lower() == ".cu":
-            out.append(p)
-    return out
+        for e in found:
+            if e.name.startswith((".", "__MACOSX")) or e.is_symlink():
+                continue
+            if e.is_dir(follow_symlinks=False):
+                if depth < MAX_DEPTH:
+                    stack.append((e.path, depth + 1))
+                else:
+                    too_deep.append(Path(e.path))
+            elif e.is_file(follow_symlinks=False):
+                files.append(Path(e.path))
+    return sorted(files), sorted(too_deep)
+
+
+def sources(files: list) -> list:
+    """The .cu files among `files`."""
+    return [p for p in files if p.suffix.lower() == ".cu"]
 
 
 def fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
     """Places the entry's .cu files, those of the archives inside it too (one level, unpacked under
     staging, never beside the student's files); sets entry.problem when nothing is gradeable, or when
-    its tree is too deep or too long to walk (1,200 nested folders raised RecursionError)."""
+    its files cannot be read."""
     try:
         return _fill(entry, root, entry_points, staging)
-    except (OSError, RecursionError) as e:
+    except OSError as e:
         entry.problem = f"nothing gradeable: its files could not be read ({type(e).__name__})"
         return entry
 
 
 def _fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
     budget = new_budget()
-    files = [(f, str(f.relative_to(root))) for f in sources(root)]
-    for arch in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and is_archive(p)):
+    found, too_deep = walk(root)
+    entry.notes += [f"{d.relative_to(root)}: more than {MAX_DEPTH} folders deep, not read" for d in too_deep[:1]]
+    files = [(f, str(f.relative_to(root))) for f in sources(found)]
+    for arch in [p for p in found if is_archive(p)]:
         rel = arch.relative_to(root)
         inner = _fresh(staging / safe_id(str(rel)))
         try:
@@ -182,7 +203,10 @@ def _fill(entry: Entry, root: Path, entry_points: dict, staging: Path) -> Entry:
         except Refused as e:
             entry.notes.append(f"{rel}: archive refused: {e}")
             continue
-        files += [(f, f"{rel}/{f.relative_to(inner)}") for f in sources(inner)]
+        inside, too_deep = walk(inner)
+        entry.notes += [f"{rel}/{d.relative_to(inner)}: more than {MAX_DEPTH} folders deep, not read"
+                        for d in too_deep[:1]]
+        files += [(f, f"{rel}/{f.relative_to(inner)}") for f in sources(inside)]
     chosen, notes = assign(files, entry_points)
     entry.notes += notes
     for a, (f, shown) in sorted(chosen.items()):

@@ -9,11 +9,12 @@ process numbers mean something else), and each new work folder first deletes tho
 is gone. A folder kept on purpose (`grade --keep`) drops that file and is never swept.
 """
 import os
-import shutil
 import socket
 import tempfile
 from pathlib import Path
 from typing import Optional
+
+from . import protocol
 
 OWNER = ".kit-owner"
 """The file in a work folder that names its owner: "<pid> <hostname>"."""
@@ -50,7 +51,7 @@ def sweep(root: Optional[Path] = None) -> list:
         except (OSError, ValueError):
             continue  # not a work folder, one kept on purpose, or one being made right now
         if mine and owner_host == host and not _running(pid):
-            shutil.rmtree(d, ignore_errors=True)
+            protocol.clear(d)
             gone.append(d)
     return gone
 

@@ -3,7 +3,6 @@ class of some 70 submissions, graded for minutes on the GPU), that class is grad
 collection on, on its own thread, while the CPU tests run. No GPU test starts before it is over, so
 nothing else uses the GPU while it is timed."""
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 import fake_kit as fake_kit_mod
 import gpu_corpus
-from grader import gpu, sandbox
+from grader import gpu, protocol, sandbox
 from grader.batch.gpus import split_cpus
 from jail_box import Box, small_limits
 
@@ -58,7 +57,7 @@ def pytest_sessionfinish(session, exitstatus):
     if _background is not None:
         _background.stop()
         if exitstatus == 0:  # kept after a failure, for its batch.log and records
-            shutil.rmtree(_background.root, ignore_errors=True)
+            protocol.clear(_background.root)
 
 
 @pytest.fixture(scope="session")
@@ -98,4 +97,4 @@ def box(tmp_path):
     b = Box(tmp_path, small_limits())
     yield b
     sandbox.confine(None)
-    shutil.rmtree(b.root, ignore_errors=True)
+    protocol.clear(b.root)

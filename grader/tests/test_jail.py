@@ -197,6 +197,63 @@ def test_a_program_that_fills_the_disk_is_stopped(box):
     assert r.stopped_for.startswith("wrote more than"), r
 
 
+def test_files_written_below_a_path_too_long_to_name_count_against_the_disk_limit(box):
+    # Twenty folders of 250 characters: past PATH_MAX (4,096), where a walk by path cannot open them,
+    # and what is written there was never counted.
+    r = box.run("""
+        int main(void) {
+            static char buf[1 << 20];
+            char name[251];
+            memset(name, 'd', 250); name[250] = 0;
+            for (int i = 0; i < 20; i++) { mkdir(name, 0755); if (chdir(name)) return 1; }
+            for (int f = 0; f < 10; f++) {
+                char file[32];
+                snprintf(file, sizeof file, "fill-%d.bin", f);
+                FILE* out = fopen(file, "wb");
+                for (int i = 0; i < 16; i++) { fwrite(buf, 1, sizeof buf, out); fflush(out); usleep(20000); }
+                fclose(out);
+            }
+            printf("wrote 160 MiB out of sight\\n");
+            return 0;
+        }""")
+    assert "out of sight" not in r.output
+    assert r.stopped_for.startswith("made folders nested past"), r
+
+
+def test_a_file_deleted_while_open_still_counts_against_the_disk_limit(box):
+    # Opened, unlinked, then written: the disk fills all the same, but no folder lists the file.
+    r = box.run("""
+        int main(void) {
+            static char buf[1 << 20];
+            for (int f = 0; f < 10; f++) {
+                int fd = open("held.bin", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+                unlink("held.bin");
+                for (int i = 0; i < 16; i++) { write(fd, buf, sizeof buf); usleep(20000); }
+            }
+            printf("held 160 MiB out of sight\\n");
+            fflush(stdout);
+            sleep(2);
+            return 0;
+        }""")
+    assert "out of sight" not in r.output
+    assert r.stopped_for.startswith("wrote more than"), r
+
+
+def test_a_program_that_nests_folders_and_exits_at_once_is_caught_when_it_ends(box):
+    # Fifty folders of 100 characters, made and left in well under the quarter second between two looks
+    # at the work folder: the run was over before anything looked.
+    r = box.run("""
+        int main(void) {
+            char name[101];
+            memset(name, 'd', 100); name[100] = 0;
+            for (int i = 0; i < 50; i++) { mkdir(name, 0755); if (chdir(name)) return 1; }
+            printf("nested\\n");
+            return 0;
+        }""")
+    assert "nested" in r.output
+    assert r.stopped_for.startswith("made folders nested past"), r
+
+
 def test_links_and_pipes_left_in_the_work_folder_are_swept_before_the_grader_reads_it(box, tmp_path):
     secret = tmp_path / "ta-file.txt"
     secret.write_text('{"event": "done", "case": "stolen"}\n')

@@ -200,3 +200,17 @@ def test_a_batch_s_build_runs_at_the_idle_cpu_priority_and_everything_else_at_th
         r = sandbox.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"], tmp_path,
                         tmp_path / "log", timeout=30, view=view)
     assert r.returncode == 0 and int(r.output.split()[-1]) == getattr(os, policy), r.output
+
+
+def test_the_processes_a_run_started_are_found_through_their_parents_down_to_a_grandchild(tmp_path):
+    p = subprocess.Popen(py("import subprocess, sys, time\n"
+                            "c = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys; "
+                            "subprocess.Popen([sys.executable, \"-c\", \"import time; time.sleep(30)\"]).wait()'])\n"
+                            "time.sleep(30)"), start_new_session=True)
+    try:
+        assert wait_until(lambda: len(sandbox.descendants(p.pid)) == 3), sandbox.descendants(p.pid)
+        assert sandbox.descendants(p.pid)[0] == p.pid
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+

@@ -74,3 +74,25 @@ def test_grading_sweeps_before_it_starts(temp_root, monkeypatch):
     grade.grade(tasks.load("trmm"), Path("kernel.cu"), GpuInfo(name="none", arch="sm_90"))
     assert not stale.exists()
     assert list(temp_root.glob("kit-*")) == []  # and its own folder is gone when it ends
+
+
+def test_a_left_work_folder_of_3000_nested_folders_and_a_link_out_is_deleted_whole_and_the_link_s_target_kept(temp_root):
+    # What a runner can leave: shutil.rmtree recursed once per level and raised RecursionError out of
+    # the sweep, which every grading starts with.
+    d = folder_of_a_killed_grader(temp_root)
+    outside = temp_root.parent / f"{temp_root.name}-ta-file.txt"
+    outside.write_text("the TA's")
+    here = os.getcwd()
+    os.chdir(d)
+    try:
+        os.symlink(outside, "link-out")
+        for _ in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+        Path("bottom.bin").write_bytes(b"x")
+        os.mkdir("closed", 0)
+    finally:
+        os.chdir(here)
+    assert workdir.sweep(temp_root) == [d]
+    assert not d.exists()
+    assert outside.read_text() == "the TA's"

@@ -4,14 +4,13 @@ in stages.py), and the jail every program holding student code runs in."""
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from .. import build, sandbox, submissions, tasks, workdir
+from .. import build, protocol, sandbox, submissions, tasks, workdir
 from ..limits import Limits
 from ..report import printable
 from ..results import GpuInfo
@@ -66,7 +65,7 @@ class Batch(State, Outputs, Progress, Stages):
             return self._run(work_root, wall0)
         finally:
             sandbox.confine(None)
-            shutil.rmtree(work_root, ignore_errors=True)
+            protocol.clear(work_root)
 
     def _run(self, work_root: Path, wall0: float) -> int:
         o = self.opts
@@ -125,7 +124,7 @@ class Batch(State, Outputs, Progress, Stages):
             self._say(f"batch: interrupted after {self.done} of {self.total}; what finished is saved: run the "
                       f"same command again to go on from there")
             sandbox.confine(None)
-            shutil.rmtree(work_root, ignore_errors=True)
+            protocol.clear(work_root)
             sys.stderr.flush()
             sys.stdout.flush()
             os._exit(130)  # the build threads' compilers are left to finish on their own
@@ -155,7 +154,7 @@ class Batch(State, Outputs, Progress, Stages):
             for student in gone:
                 del self.state["entries"][student]
                 for sub in ("records", "sources"):
-                    shutil.rmtree(self.out / sub / student, ignore_errors=True)
+                    protocol.clear(self.out / sub / student)
         else:
             self._set_aside(entries)
         for e in entries:
@@ -251,4 +250,4 @@ class Batch(State, Outputs, Progress, Stages):
                       + (f": {rec.get('message', '')[:160]}" if rec.get("message") else ""))
         self._progress()
         if not os.environ.get("KIT_BATCH_KEEP_WORK"):
-            shutil.rmtree(job.work, ignore_errors=True)
+            protocol.clear(job.work)

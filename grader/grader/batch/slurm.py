@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from .. import gpu as gpu_mod, submissions, tasks
+from .. import gpu as gpu_mod, protocol, submissions, tasks
 from ..report import atomic_write, md_fence, printable
 from ..results import GpuInfo
 from . import Options, in_shard
@@ -190,7 +190,7 @@ def prepare(opts: Options) -> int:
         if opts.reference:
             batch._references(list(batch.tasks), work_root)
     finally:
-        shutil.rmtree(work_root, ignore_errors=True)
+        protocol.clear(work_root)
     print(f"batch: prepared {', '.join(batch.tasks)} for {info.name} ({info.arch})")
     return 0
 

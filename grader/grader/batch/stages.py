@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import build, grade, judged, sandbox, submissions, tasks, workdir
+from .. import build, grade, judged, protocol, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
 from ..report import write_record
 from .gpus import Closed
@@ -217,7 +216,7 @@ class Stages:
             r = sandbox.run([str(build.probe_path(self.gpu.arch))], d, d / "probe.log", timeout=120)
             return r.returncode == 0
         finally:
-            shutil.rmtree(d, ignore_errors=True)
+            protocol.clear(d)
 
     def _references(self, names: list, work_root: Path) -> None:
         """reference/<a>/kernel.cu graded once on this GPU (kept across runs), for the plots."""
