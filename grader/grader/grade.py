@@ -264,6 +264,12 @@ def _cases(task: Task, work: Path, arch: str, cases: list, secret: Optional[int]
         oom = s.out_of_memory()
         if oom is not None and oom.get("case") in verdicts:  # after "done", checking its outputs
             current = oom["case"]
+        if s.runner is not None and s.runner.stopped_for and all(c.id in verdicts for c in pending):
+            # Over the jail's limits, found only once the run had ended (it ended between two looks at
+            # its work folder): no case tells when, and every case it ran is charged.
+            for c in pending:
+                verdicts[c.id] = s.fault(c.id, conceal=c.hidden)
+            break
         finished = not s.ended_early()
         if finished and not s.timed_out and all(c.id in verdicts for c in pending):
             break

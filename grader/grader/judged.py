@@ -52,7 +52,10 @@ class Session:
 
     def ended_early(self, case_id: Optional[str] = None) -> bool:
         """The runner faulted or went before the judge was done with it, or took the GPU's memory (with
-        `case_id`, in that case)."""
+        `case_id`, in that case), or went over the jail's limits (in any case: found as it ran or once it
+        had ended)."""
+        if self.runner is not None and self.runner.stopped_for:
+            return True
         return any(r.get("event") in ("launch_error", "runtime_error", "runner_gone", "out_of_memory")
                    and (case_id is None or r.get("case") == case_id) for r in self.records)
 

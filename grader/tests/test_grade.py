@@ -187,6 +187,24 @@ def test_a_runner_stopped_at_the_jails_memory_limit_leaves_the_later_cases_not_r
     assert all(c.verdict == Verdict.NOT_RUN and "limits" in c.message for c in cases[1:])
 
 
+def test_a_runner_found_over_the_jails_limits_only_once_it_ended_loses_every_case_it_ran(monkeypatch):
+    """hostile/nested_folders.cu on an H200: every case done between two looks at its work folder, the
+    folders found when the run ended, and full correctness points all the same."""
+    from grader import judged, sandbox
+    task = tasks.load("conv1d")
+    records = [{"event": "ready"}]
+    for c in task.cases:
+        records += [{"event": "start", "case": c.id}, {"event": "done", "case": c.id, "ms": 1.0}]
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        runner = sandbox.Run(0, False, 0.2, "", "made folders nested past 1,024 characters of path in its work folder")
+        return judged.Session(records=records, runner=runner, judge=sandbox.Run(0, False, 0.2, ""))
+
+    monkeypatch.setattr(judged, "session", session)
+    cases = grade.correctness(task, Path("work"), "sm_90", None)
+    assert all(c.verdict == Verdict.RUNTIME_ERROR and "nested past" in c.message for c in cases), cases
+
+
 def test_the_judge_out_of_gpu_memory_charges_its_case_as_a_runtime_error_and_leaves_the_later_cases_not_run(
         monkeypatch):
     """gpu_memory_hog.cu keeps the GPU's memory from its first call: the judge, checking that call's
@@ -281,6 +299,29 @@ def test_a_fault_in_the_second_graded_case_keeps_the_first_case_s_rate_on_the_re
                             baselines=lambda *a: ([("copy of the same bytes", performance.Timing([1.0] * 10, 2))], 0.0))
     assert [p.case_id for p in result.performance] == [first]
     assert result.verdict == Verdict.RUNTIME_ERROR and "in the timed runs: the kernel faulted" in result.message
+    assert result.score == 50.0
+
+
+def test_timed_runs_found_over_the_jails_limits_only_once_they_ended_earn_no_performance_points(monkeypatch):
+    from grader import judged, sandbox
+    task = tasks.load("conv1d")
+    gpu = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
+    check = {"event": "check", "array": "y", "pass": True, "compared": 10, "rel_error": 0.0}
+    records = [{"event": "ready"}]
+    for g in task.graded:
+        records += [{"event": "start", "case": g.case.id}, {"event": "timed", "case": g.case.id, "times_ms": [1.0] * 10},
+                    dict(check, case=g.case.id, run=0), {"event": "checked", "case": g.case.id}]
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        return judged.Session(records=records, judge=sandbox.Run(0, False, 1.0, ""),
+                              runner=sandbox.Run(0, False, 1.0, "", "wrote more than 8 GiB to disk"))
+
+    monkeypatch.setattr(judged, "session", session)
+    result = grade.new_result(task, Path("kernel.cu"), gpu, grade.Options())
+    result.correctness_points = 50.0
+    performance.performance(task, Path("work"), gpu, None, result,
+                            baselines=lambda *a: ([("copy of the same bytes", performance.Timing([1.0] * 10, 2))], 0.0))
+    assert result.verdict == Verdict.RUNTIME_ERROR and "in the timed runs: stopped by the grader: the program wrote more" in result.message
     assert result.score == 50.0
 
 
