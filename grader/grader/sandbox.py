@@ -185,11 +185,13 @@ class Proc:
             kill(self.proc)  # also whatever it left running in the background, which could hold the GPU
             rc = self.proc.returncode
             if self.jail is not None:
+                # The first limit it went over names the stop: a fork bomb stopped for its forks may be
+                # killed for its memory on the way out.
+                if not self.stopped_for and self.group.oom_killed():
+                    self.stopped_for = f"used more than {self.jail.limits.memory_bytes / 2**30:g} {MEMORY_STOP}"
                 # A look at the folder once the run is over: a run shorter than the time between two
                 # looks (running()) was never measured at all.
                 self.stopped_for = self.stopped_for or self.jail.limits.over_disk(self.cwd) or ""
-                if self.group.oom_killed():
-                    self.stopped_for = f"used more than {self.jail.limits.memory_bytes / 2**30:g} {MEMORY_STOP}"
                 if 128 < rc < 160:  # bubblewrap passes a death by signal on as 128 + the signal
                     rc = -(rc - 128)
         finally:
