@@ -108,7 +108,7 @@ class Jail:
                 for d, st in protocol.entries(work):
                     if stat.S_ISDIR(st.st_mode):
                         os.chown(d, self.limits.drop_to, self.limits.drop_to, follow_symlinks=False)
-            except protocol.Nested:  # its own folders, made by an earlier step and stopped for it
+            except protocol.Hidden:  # its own folders, made by an earlier step and stopped for it
                 pass
 
     def command(self, cmd: list, work: Path, view: str, read_only: tuple = (), gpus: Optional[tuple] = None) -> list:

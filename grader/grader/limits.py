@@ -112,8 +112,8 @@ class Limits:
                 if count > self.files:
                     return f"made more than {self.files} files in its work folder"
                 total += st.st_blocks * 512
-        except protocol.Nested:
-            return f"made folders nested past {protocol.MAX_NESTING:,} characters of path in its work folder"
+        except protocol.Hidden as e:
+            return e.why
         if total > self.disk_bytes:
             return f"wrote more than {self.disk_bytes / GIB:g} GiB to disk"
         return None
@@ -131,7 +131,7 @@ class Limits:
 
     def describe_disk(self) -> str:
         return (f"{self.disk_bytes / GIB:g} GiB and {self.files} files in its work folder (measured while it "
-                f"runs and when it ends), paths of at most {protocol.MAX_NESTING:,} characters, {self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
+                f"runs and when it ends), paths of at most {protocol.MAX_NESTING:,} bytes, {self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
 
 
 def held_bytes(pids: Sequence[int], dev: int) -> int:
@@ -139,17 +139,26 @@ def held_bytes(pids: Sequence[int], dev: int) -> int:
     is in no folder, and fills the disk all the same (opened, unlinked and written, 160 MiB went unseen
     past a 64 MiB limit). Counted: files on the work folder's device `dev`, or on any disk's; not
     memory-backed ones (a memfd, the jail's /tmp), which its memory and /tmp limits hold. Only the
-    descriptor tables are read: reading a CUDA program's /proc/PID/maps (for files held by a mapping
-    alone) waited on its memory map's lock for seconds at a time, in the middle of its run."""
+    descriptor tables are read: a file held by a mapping alone, in flight in a socket or registered with
+    io_uring is not seen (reading a CUDA program's /proc/PID/maps waited on its memory map's lock for
+    seconds at a time, in the middle of its run)."""
     held = {}
     for pid in pids:
+        # Each thread's table: one that called unshare(CLONE_FILES) has its own, which /proc/PID/fd
+        # (the leader's, empty once the leader has exited) does not show.
         try:
-            fds = os.listdir(f"/proc/{pid}/fd")
+            tables = [f"/proc/{pid}/task/{tid}/fd" for tid in os.listdir(f"/proc/{pid}/task")]
         except OSError:
             continue
+        fds = []
+        for table in tables:
+            try:
+                fds += [f"{table}/{fd}" for fd in os.listdir(table)]
+            except OSError:
+                continue
         for fd in fds:
             try:
-                st = os.stat(f"/proc/{pid}/fd/{fd}")
+                st = os.stat(fd)
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and (st.st_dev == dev or os.major(st.st_dev) != 0):

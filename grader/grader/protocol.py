@@ -107,41 +107,72 @@ def read_regular(path: Path, limit: int, from_end: bool = False) -> bytes:
 
 
 MAX_NESTING = 1024
-"""The longest path, in characters, that a jailed program may make under its work folder. Every path
-the grader walks stays well below PATH_MAX (4,096), past which a folder cannot be opened by its
-name: what a program wrote there was never counted against its disk limit, nor swept."""
+"""The longest path, in bytes, that a jailed program may make under its work folder. Every path the
+grader walks stays well below PATH_MAX (4,096 bytes), past which nothing can be opened or looked at
+by its name: what a program wrote there was never counted against its disk limit, nor swept. Bytes,
+not characters: 16 folders of 63 four-byte emoji are 1,024 characters and 4,048 bytes."""
 
 
-class Nested(OSError):
-    """A folder nested past MAX_NESTING characters of path under the folder walked."""
+class Hidden(OSError):
+    """Part of the folder walked that the grader cannot see into: nested past MAX_NESTING bytes of
+    path, or closed to it (a grader that is not root, and a folder its jailed program made mode 000)."""
 
-    def __init__(self, path: str):
-        super().__init__(f"folders nested past {MAX_NESTING:,} characters of path: {path[:200]}...")
-        self.path = path
+    def __init__(self, path: str, why: str):
+        super().__init__(f"{why}: {path[:200]}")
+        self.path, self.why = path, why
+
+
+# Hidden's reasons, as a record says them of a jailed program's work folder.
+NESTED = f"made folders nested past {MAX_NESTING:,} bytes of path in its work folder"
+CLOSED = "made a folder in its work folder that the grader cannot read"
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def entries(top: Path):
     """(path, lstat result) of everything under `top`, found lazily, without recursion; links are never
-    followed. A folder whose path under `top` is longer than MAX_NESTING raises Nested."""
-    top = str(top)
-    stack = [top]
+    followed, and a folder swapped for a link or another folder between its listing and its opening
+    (renameat2's RENAME_EXCHANGE, in a loop) is not entered. Hidden where a folder is nested past
+    MAX_NESTING bytes under `top` or cannot be opened or looked into (permissions)."""
+    top = os.fsencode(str(top))
+    try:
+        st = os.lstat(top)
+    except OSError:
+        return
+    stack = [(top, (st.st_dev, st.st_ino))]
     while stack:
-        folder = stack.pop()
+        folder, seen = stack.pop()
+        name = os.fsdecode(folder)
         if len(folder) - len(top) > MAX_NESTING:
-            raise Nested(folder)
+            raise Hidden(name, NESTED)
+        found = []
         try:
-            with os.scandir(folder) as it:
-                found = list(it)
-        except OSError:
-            continue
-        for e in found:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
+            fd = os.open(folder, _DIR)
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                raise Hidden(name, CLOSED) from None
+            if e.errno == errno.ENAMETOOLONG:
+                raise Hidden(name, NESTED) from None
+            continue  # gone, or a link now
+        try:
+            here = os.fstat(fd)
+            if (here.st_dev, here.st_ino) != seen:
+                continue  # not the folder listed: swapped in since
+            with os.scandir(fd) as it:
+                for e in it:
+                    try:  # looked at through the folder's descriptor, never by a path
+                        found.append((e.name, e.stat(follow_symlinks=False)))
+                    except PermissionError:
+                        raise Hidden(name, CLOSED) from None
+                    except OSError:
+                        continue
+        finally:
+            os.close(fd)
+        for entry, st in found:
+            path = folder + b"/" + os.fsencode(entry)
             if stat.S_ISDIR(st.st_mode):
-                stack.append(e.path)
-            yield e.path, st
+                stack.append((path, (st.st_dev, st.st_ino)))
+            yield os.fsdecode(path), st
 
 
 def clear(path: Path) -> None:
@@ -154,9 +185,6 @@ def clear(path: Path) -> None:
         remove_tree(path)
     else:
         os.unlink(path)
-
-
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def remove_tree(path: Path) -> None:

@@ -103,7 +103,9 @@ def last_line(text: str, limit: int = 200) -> str:
 def sweep(work: Path) -> None:
     """Removes every entry of `work` that is neither a regular file nor a folder (links, pipes,
     sockets, devices), so that nothing the grader opens there later leads out of it; folders nested
-    too deep to walk (protocol.Nested) are removed whole."""
+    too deep to walk or closed to the grader (protocol.Hidden) are removed whole, or, where even that
+    fails, left: the grader opens nothing inside them either."""
+    removed = set()
     while True:
         try:
             for path, st in protocol.entries(work):
@@ -113,7 +115,10 @@ def sweep(work: Path) -> None:
                     except OSError:
                         pass
             return
-        except protocol.Nested as e:
+        except protocol.Hidden as e:
+            if e.path in removed:
+                return
+            removed.add(e.path)
             protocol.remove_tree(e.path)
 
 

@@ -197,7 +197,7 @@ def test_a_runner_found_over_the_jails_limits_only_once_it_ended_loses_every_cas
         records += [{"event": "start", "case": c.id}, {"event": "done", "case": c.id, "ms": 1.0}]
 
     def session(task, work, arch, plan, label, *args, **kwargs):
-        runner = sandbox.Run(0, False, 0.2, "", "made folders nested past 1,024 characters of path in its work folder")
+        runner = sandbox.Run(0, False, 0.2, "", "made folders nested past 1,024 bytes of path in its work folder")
         return judged.Session(records=records, runner=runner, judge=sandbox.Run(0, False, 0.2, ""))
 
     monkeypatch.setattr(judged, "session", session)

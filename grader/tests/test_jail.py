@@ -246,6 +246,59 @@ def test_a_file_deleted_while_open_still_counts_against_the_disk_limit(box):
     assert r.stopped_for.startswith("wrote more than"), r
 
 
+def test_folders_named_in_four_byte_characters_cannot_pass_path_max_under_the_nesting_limit(box):
+    # 16 folders of 63 emoji: 1,024 characters but 4,048 bytes, within a character count of the limit
+    # and at PATH_MAX; below the last one a walk could stat nothing, and 160 MiB went uncounted.
+    r = box.run("""
+        int main(void) {
+            static char buf[1 << 20];
+            char name[256] = {0};
+            for (int i = 0; i < 63; i++) memcpy(name + 4 * i, "\\xF0\\x9F\\x98\\x80", 4);
+            for (int i = 0; i < 16; i++) { mkdir(name, 0755); if (chdir(name)) return 1; }
+            mkdir("x", 0755);
+            if (chdir("x")) return 1;
+            for (int f = 0; f < 10; f++) {
+                char file[32];
+                snprintf(file, sizeof file, "fill-%d.bin", f);
+                FILE* out = fopen(file, "wb");
+                if (!out) return 1;
+                for (int i = 0; i < 16; i++) { fwrite(buf, 1, sizeof buf, out); fflush(out); usleep(20000); }
+                fclose(out);
+            }
+            printf("wrote 160 MiB out of sight\\n");
+            return 0;
+        }""")
+    assert "out of sight" not in r.output
+    assert r.stopped_for.startswith("made folders nested past"), r
+
+
+def test_a_deleted_file_held_by_a_thread_with_its_own_descriptor_table_counts_after_its_leader_exits(box):
+    # unshare(CLONE_FILES) gives the thread a table /proc/PID/fd does not show, and the leader's
+    # exit leaves that table empty while the process lives on.
+    r = box.run("""
+        #include <pthread.h>
+        #include <sys/syscall.h>
+        static void* worker(void* arg) {
+            static char buf[1 << 20];
+            unshare(CLONE_FILES);
+            usleep(100000);
+            int fd = open("held.bin", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+            unlink("held.bin");
+            for (int i = 0; i < 160; i++) { write(fd, buf, sizeof buf); usleep(5000); }
+            printf("held 160 MiB out of sight\\n");
+            fflush(stdout);
+            sleep(2);
+            exit(0);
+        }
+        int main(void) {
+            pthread_t t;
+            pthread_create(&t, 0, worker, 0);
+            syscall(SYS_exit, 0);
+        }""")
+    assert "out of sight" not in r.output
+    assert r.stopped_for.startswith("wrote more than"), r
+
+
 def test_a_program_that_nests_folders_and_exits_at_once_is_caught_when_it_ends(box):
     # Fifty folders of 100 characters, made and left in well under the quarter second between two looks
     # at the work folder: the run was over before anything looked.

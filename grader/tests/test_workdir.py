@@ -96,3 +96,40 @@ def test_a_left_work_folder_of_3000_nested_folders_and_a_link_out_is_deleted_who
     assert workdir.sweep(temp_root) == [d]
     assert not d.exists()
     assert outside.read_text() == "the TA's"
+
+
+def test_a_folder_swapped_for_a_link_during_the_walk_is_not_followed_out_of_the_work_folder(tmp_path):
+    # A runner looping on renameat2(RENAME_EXCHANGE) swaps a folder it made with a link to /usr/lib
+    # between the walk's look at the folder and its listing: the walk listed the TA's files.
+    from grader import protocol
+    work, outside = tmp_path / "work", tmp_path / "ta"
+    (work / "d").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "ta-file.txt").write_text("the TA's")
+    seen = []
+    for path, _ in protocol.entries(work):
+        seen.append(os.path.basename(path))
+        if path.endswith("/d"):  # listed as a folder, not entered yet: now swapped
+            os.rename(work / "d", work / "d-was")
+            os.symlink(outside, work / "d")
+    assert seen == ["d"]
+
+
+def test_a_folder_the_grader_cannot_read_is_a_limit_gone_over_not_a_folder_skipped(tmp_path, monkeypatch):
+    # A grader that is not root cannot open a folder its jailed program closed (chmod 000): the files
+    # in it went uncounted.
+    from grader import protocol
+    from grader.limits import Limits
+    work = tmp_path / "work"
+    (work / "closed").mkdir(parents=True)
+    real_open = os.open
+
+    def refuse(path, flags, *args, **kwargs):
+        if os.fsdecode(path).endswith("/closed"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
+    with pytest.raises(protocol.Hidden):
+        list(protocol.entries(work))
+    assert Limits().over_disk(work) == "made a folder in its work folder that the grader cannot read"
