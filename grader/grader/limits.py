@@ -105,7 +105,7 @@ class Limits:
 
     def over_disk(self, work: Path, pids: Sequence[int] = ()) -> Optional[str]:
         """Why the work folder is over its limits, or None; with the run's `pids`, the files they hold
-        open or mapped after deleting them count too (held_bytes)."""
+        open after deleting them count too (held_bytes)."""
         total = held_bytes(pids, os.stat(work).st_dev) if pids else 0
         try:
             for count, (_, st) in enumerate(protocol.entries(work), 1):
@@ -131,7 +131,8 @@ class Limits:
 
     def describe_disk(self) -> str:
         return (f"{self.disk_bytes / GIB:g} GiB and {self.files} files in its work folder (measured while it "
-                f"runs and when it ends), paths of at most {protocol.MAX_NESTING:,} bytes, {self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
+                f"runs and when it ends), paths of at most {protocol.MAX_NESTING:,} bytes, "
+                f"{self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
 
 
 def held_bytes(pids: Sequence[int], dev: int) -> int:

@@ -227,12 +227,9 @@ def remove_tree(path: Path) -> None:
                             os.rename(child, f"~{moved}", src_dir_fd=fd, dst_dir_fd=top)
                             queue.append(f"~{moved}")
                             break
-                        except (FileExistsError, IsADirectoryError, NotADirectoryError):
-                            continue
-                        except OSError as e:
-                            if e.errno == errno.ENOTEMPTY:
-                                continue
-                            break
+                        except OSError as e:  # taken: try the next name; anything else: leave it
+                            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR):
+                                break
             finally:
                 if fd != top:
                     os.close(fd)

@@ -189,14 +189,7 @@ def test_memory_is_bounded_across_all_of_a_submissions_processes(box):
 def test_a_program_that_fills_the_disk_is_stopped(box):
     r = box.run("""
         int main(void) {
-            static char buf[1 << 20];
-            char name[64];
-            for (int f = 0; f < 20; f++) {
-                snprintf(name, sizeof name, "fill-%d.bin", f);
-                FILE* out = fopen(name, "wb");
-                for (int i = 0; i < 16; i++) { fwrite(buf, 1, sizeof buf, out); fflush(out); usleep(20000); }
-                fclose(out);
-            }
+            fill(20, 16);
             printf("wrote 320 MiB\\n");
             return 0;
         }""")
@@ -209,17 +202,10 @@ def test_files_written_below_a_path_too_long_to_name_count_against_the_disk_limi
     # and what is written there was never counted.
     r = box.run("""
         int main(void) {
-            static char buf[1 << 20];
             char name[251];
             memset(name, 'd', 250); name[250] = 0;
-            for (int i = 0; i < 20; i++) { mkdir(name, 0755); if (chdir(name)) return 1; }
-            for (int f = 0; f < 10; f++) {
-                char file[32];
-                snprintf(file, sizeof file, "fill-%d.bin", f);
-                FILE* out = fopen(file, "wb");
-                for (int i = 0; i < 16; i++) { fwrite(buf, 1, sizeof buf, out); fflush(out); usleep(20000); }
-                fclose(out);
-            }
+            if (nest(name, 20)) return 1;
+            fill(10, 16);
             printf("wrote 160 MiB out of sight\\n");
             return 0;
         }""")
@@ -251,20 +237,9 @@ def test_folders_named_in_four_byte_characters_cannot_pass_path_max_under_the_ne
     # and at PATH_MAX; below the last one a walk could stat nothing, and 160 MiB went uncounted.
     r = box.run("""
         int main(void) {
-            static char buf[1 << 20];
             char name[256] = {0};
             for (int i = 0; i < 63; i++) memcpy(name + 4 * i, "\\xF0\\x9F\\x98\\x80", 4);
-            for (int i = 0; i < 16; i++) { mkdir(name, 0755); if (chdir(name)) return 1; }
-            mkdir("x", 0755);
-            if (chdir("x")) return 1;
-            for (int f = 0; f < 10; f++) {
-                char file[32];
-                snprintf(file, sizeof file, "fill-%d.bin", f);
-                FILE* out = fopen(file, "wb");
-                if (!out) return 1;
-                for (int i = 0; i < 16; i++) { fwrite(buf, 1, sizeof buf, out); fflush(out); usleep(20000); }
-                fclose(out);
-            }
+            if (nest(name, 16) || nest("x", 1) || fill(10, 16)) return 1;
             printf("wrote 160 MiB out of sight\\n");
             return 0;
         }""")
@@ -306,7 +281,7 @@ def test_a_program_that_nests_folders_and_exits_at_once_is_caught_when_it_ends(b
         int main(void) {
             char name[101];
             memset(name, 'd', 100); name[100] = 0;
-            for (int i = 0; i < 50; i++) { mkdir(name, 0755); if (chdir(name)) return 1; }
+            if (nest(name, 50)) return 1;
             printf("nested\\n");
             return 0;
         }""")
