@@ -244,8 +244,8 @@ def _cases(task: Task, work: Path, arch: str, cases: list, secret: Optional[int]
            label: str) -> tuple:
     """({case id: None (ran to its end: its checks decide) or (verdict, message)}, {id: seconds}, {id:
     check records}) of `cases` run in `work`. The judge runs the pending cases in order; after a fault
-    the rest run with a fresh runner, after a timeout or a limit of the jail they are not run.
-    Forbidden when the runner loaded a forbidden library."""
+    the rest run with a fresh runner, after a timeout they are not run, and after a limit of the jail every
+    case that run started is charged and the rest are not run. Forbidden when the runner loaded a forbidden library."""
     verdicts, seconds, checks = {}, {}, {}
     pending = list(cases)
     attempt = 0
@@ -264,11 +264,15 @@ def _cases(task: Task, work: Path, arch: str, cases: list, secret: Optional[int]
         oom = s.out_of_memory()
         if oom is not None and oom.get("case") in verdicts:  # after "done", checking its outputs
             current = oom["case"]
-        if s.runner is not None and s.runner.stopped_for and all(c.id in verdicts for c in pending):
-            # Over the jail's limits, found only once the run had ended (it ended between two looks at
-            # its work folder): no case tells when, and every case it ran is charged.
+        if s.runner is not None and s.runner.stopped_for:
+            # Over the jail's limits. The grader looks at a run's work folder every quarter second and
+            # once it ends, so no case tells when the run went over: every case it started is charged
+            # (hostile/wide_char_nesting.cu on an H200 kept 6 cases' points done before the first look),
+            # and the rest are not run (a fresh runner would go over again).
+            started = {r.get("case") for r in s.records if r.get("event") == "start"}
             for c in pending:
-                verdicts[c.id] = s.fault(c.id, conceal=c.hidden)
+                verdicts[c.id] = (s.fault(c.id, conceal=c.hidden) if c.id in started or c.id == pending[0].id
+                                  else (Verdict.NOT_RUN, "not run: an earlier case went over the jail's limits"))
             break
         finished = not s.ended_early()
         if finished and not s.timed_out and all(c.id in verdicts for c in pending):
@@ -285,9 +289,7 @@ def _cases(task: Task, work: Path, arch: str, cases: list, secret: Optional[int]
             why = "an earlier case timed out"
         else:
             verdicts[current] = s.fault(current, conceal=next(c.hidden for c in pending if c.id == current))
-            # Over the jail's memory or disk limit: the machine is protected, not the rest of the cases
-            # graded (a hog in its first call would take every fresh runner to the limit again).
-            why = "an earlier case went over the jail's limits" if s.runner and s.runner.stopped_for else ""
+            why = ""
             if oom is not None:  # each fresh runner would take the GPU's memory again
                 why = "an earlier case ran the GPU out of memory"
         if why:

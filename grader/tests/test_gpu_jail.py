@@ -23,6 +23,10 @@ def test_a_class_with_hostile_entries_is_graded_in_the_jail_and_nothing_outside_
     wrong = {s: (want[s].verdict, r["verdict"], r.get("message", "")[:200]) for s, r in got.items()
              if r["verdict"] != want[s].verdict or want[s].message not in r.get("message", "")}
     assert not wrong, wrong
+    # The grader cannot tell when a run went over its limits, only that it had by its look: such a run
+    # keeps no case's points (wide_char_nesting kept 33 for the cases done before the first look).
+    stopped = {s: r["score"] for s, r in got.items() if "stopped by the grader" in r.get("message", "")}
+    assert len(stopped) >= 4 and not any(stopped.values()), stopped
     assert all("bubblewrap" in r["isolation"]["jail"] for r in got.values())
     book = {row["student"]: row for row in csv.DictReader((corpus.out / "gradebook.csv").open())}
     assert {gpu_corpus.student(n, f) for n, f in corpus.hostile} <= set(book)

@@ -205,6 +205,27 @@ def test_a_runner_found_over_the_jails_limits_only_once_it_ended_loses_every_cas
     assert all(c.verdict == Verdict.RUNTIME_ERROR and "nested past" in c.message for c in cases), cases
 
 
+def test_a_runner_stopped_at_the_jails_limits_mid_run_loses_the_cases_it_finished_before_the_look(monkeypatch):
+    """hostile/wide_char_nesting.cu on an H200: six cases done before the first look at its work folder
+    found the folders, and 33 points kept for them. The look tells only that the run is over, not since
+    when: every case it started is charged, and the rest are not run."""
+    from grader import judged, sandbox
+    task = tasks.load("conv1d")
+    records = [{"event": "ready"}]
+    for c in task.cases[:6]:
+        records += [{"event": "start", "case": c.id}, {"event": "done", "case": c.id, "ms": 1.0}]
+    records.append({"event": "start", "case": task.cases[6].id})
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        runner = sandbox.Run(-9, False, 0.3, "", "made folders nested past 1,024 bytes of path in its work folder")
+        return judged.Session(records=records, runner=runner, judge=sandbox.Run(0, False, 0.3, ""))
+
+    monkeypatch.setattr(judged, "session", session)
+    cases = grade.correctness(task, Path("work"), "sm_90", None)
+    assert all(c.verdict == Verdict.RUNTIME_ERROR and "nested past" in c.message for c in cases[:7]), cases[:7]
+    assert all(c.verdict == Verdict.NOT_RUN and "limits" in c.message for c in cases[7:]), cases[7:]
+
+
 def test_the_judge_out_of_gpu_memory_charges_its_case_as_a_runtime_error_and_leaves_the_later_cases_not_run(
         monkeypatch):
     """gpu_memory_hog.cu keeps the GPU's memory from its first call: the judge, checking that call's
