@@ -38,18 +38,22 @@ missing() {
     echo "SKIPPED: $2: $1 is not installed and could not be installed here (apt-get install $1)"
 }
 
-# --- Catch2 (the v2 single header): the C++ host tests -----------------------------------------
-# Built and run in the background while the rest is set up (apt-get, the virtual environment); their
-# output is shown, and their failure ends the run, before pytest starts, which builds in build/ too.
-cpp=""
+# --- The harness and Catch2's C++ host tests ---------------------------------------------------
+# Every assignment's harness (for sm_90) and the C++ host tests (the harness's helpers and every CPU
+# reference), built and run in the background while the rest is set up (apt-get, the virtual
+# environment); their output is shown, and their failure ends the run before pytest starts. The
+# harness is built here once: the test processes below, side by side, would otherwise each make the
+# same files at the same time.
+cpp_targets=harness
 if install catch2 /usr/include/catch2/catch.hpp; then
-    mkdir -p build
-    make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)" test-cpp ARCH=sm_90 > build/test-cpp.log 2>&1 &
-    cpp=$!
-    trap 'kill "$cpp" 2>/dev/null || true' EXIT
+    cpp_targets="harness test-cpp"
 else
     missing catch2 "C++ host tests"
 fi
+mkdir -p build
+make --no-print-directory -j"$(nproc 2>/dev/null || echo 2)" $cpp_targets ARCH=sm_90 > build/test-cpp.log 2>&1 &
+cpp=$!
+trap 'kill "$cpp" 2>/dev/null || true' EXIT
 # --- Chromium: the handouts' PDFs and the headless-browser tests; bubblewrap: the jail's tests ----
 install chromium chromium || missing chromium "the handouts' browser and PDF tests"
 install bubblewrap bwrap || missing bubblewrap "the jail's tests"
@@ -111,11 +115,40 @@ else
         echo "SKIPPED: the tests that need ${missing% }: not installed and not installable here (no network, no wheels in $wheels/)"
     fi
 fi
-if [ -n "$cpp" ]; then
-    cpp_rc=0
-    wait "$cpp" || cpp_rc=$?
-    trap - EXIT
-    cat build/test-cpp.log
-    if [ "$cpp_rc" != 0 ]; then echo "test: the C++ host tests failed (exit $cpp_rc, above)" >&2; exit "$cpp_rc"; fi
+cpp_rc=0
+wait "$cpp" || cpp_rc=$?
+trap - EXIT
+cat build/test-cpp.log
+if [ "$cpp_rc" != 0 ]; then echo "test: the harness or the C++ host tests failed (exit $cpp_rc, above)" >&2; exit "$cpp_rc"; fi
+
+# --- pytest, in two processes side by side ------------------------------------------------------
+# The GPU tests (the known corpus graded as a class, then the tests that time) hold the GPU for
+# minutes; the CPU tests run beside them, on the CPUs a batch gives its builds (conftest.py), on
+# several workers where pytest-xdist is installed. The GPU half's output follows the CPU half's;
+# where there is no GPU its tests are reported as skipped, by name, with the reason.
+workers=""
+if $py -c "import xdist" 2>/dev/null; then
+    n=$(nproc 2>/dev/null || echo 2)
+    if [ "$n" -ge 8 ]; then n=$((n / 2)); fi  # the other half is the GPU timings' (batch.gpus.split_cpus)
+    workers="-n $n --dist loadfile"
 fi
-exec "$py" -m pytest grader/tests slides_examples/tests -v -rs "$@"
+gpu_log=build/test-gpu.log
+"$py" -m pytest grader/tests slides_examples/tests -v -rs -m gpu "$@" > "$gpu_log" 2>&1 &
+gpu=$!
+# A background job ignores Ctrl-C: it is ended here, and ends its batch as on Ctrl-C (conftest.py).
+trap 'kill "$gpu" 2>/dev/null || true' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+cpu_rc=0
+"$py" -m pytest grader/tests slides_examples/tests -v -rs -m "not gpu" $workers "$@" || cpu_rc=$?
+echo "test: the CPU tests are done (exit $cpu_rc); the GPU tests' output follows"
+gpu_rc=0
+wait "$gpu" || gpu_rc=$?
+trap - EXIT
+cat "$gpu_log"
+# Exit 5: no test of that half was selected (a file or -k of the other half's tests only).
+[ "$cpu_rc" != 5 ] || cpu_rc=0
+[ "$gpu_rc" != 5 ] || gpu_rc=0
+echo "test: CPU tests exit $cpu_rc, GPU tests exit $gpu_rc"
+[ "$cpu_rc" = 0 ] || exit "$cpu_rc"
+exit "$gpu_rc"

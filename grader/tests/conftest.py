@@ -3,7 +3,9 @@ class of some 70 submissions, graded for minutes on the GPU), that class is grad
 collection on, on its own thread, while the CPU tests run. No GPU test starts before it is over, so
 nothing else uses the GPU while it is timed."""
 import os
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,18 @@ from jail_box import Box, small_limits
 
 _background = None  # gpu_corpus.Background, where the session's tests need the corpus
 _ALL_CPUS = os.sched_getaffinity(0)
+_gpu_cpus = _ALL_CPUS  # where the GPU tests run: the timing CPUs when the CPU tests may run beside them
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 
 def pytest_configure(config):
+    # Ended by SIGTERM (make test ends the GPU half so when it is stopped): as on Ctrl-C, the session
+    # finishes and stops the corpus's batch rather than leave it grading.
+    if threading.current_thread() is threading.main_thread():  # not in a pytest-xdist worker's thread
+        signal.signal(signal.SIGTERM, _interrupted)
     config.addinivalue_line("markers", "gpu: uses the local GPU without the local_gpu fixture (runs with the GPU "
                                        "tests, after the others)")
 
@@ -27,21 +38,39 @@ def _on_gpu(item) -> bool:
     return "local_gpu" in item.fixturenames or item.get_closest_marker("gpu") is not None
 
 
+def pytest_itemcollected(item):
+    """Every GPU test carries the `gpu` mark, so `-m gpu` and `-m "not gpu"` split the suite in two."""
+    if _on_gpu(item) and item.get_closest_marker("gpu") is None:
+        item.add_marker("gpu")
+
+
+def _halves(config) -> bool:
+    """Whether this process runs one half of the suite (`-m gpu` or `-m "not gpu"`, as tools/test.sh
+    runs them, side by side) and the other half may be running beside it."""
+    return config.getoption("markexpr", "").replace(" ", "") in ("gpu", "notgpu")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    global _background
+    global _background, _gpu_cpus
     items.sort(key=_on_gpu)  # stable: each group keeps its order
-    if config.option.collectonly or not any("corpus" in i.fixturenames for i in items):
+    if config.option.collectonly:
+        return
+    needs_corpus = any("corpus" in i.fixturenames for i in items)
+    if not needs_corpus and not (_halves(config) and items and not any(_on_gpu(i) for i in items)):
         return
     try:
         info = gpu.detect()
     except gpu.NoGpu:
         return  # the GPU tests are skipped, with the reason (local_gpu)
-    _background = gpu_corpus.Background(info, Path(tempfile.mkdtemp(prefix="corpus-")))
-    # The CPU tests run meanwhile, on the CPUs the batch gives its builds and checks: its timings have
-    # the others to themselves, as in a TA's batch (this thread only: the class's was started already).
-    shared, _ = split_cpus(_ALL_CPUS, list(range(info.count or 1)))
-    if shared:
+    # The CPU tests run on the CPUs a batch gives its builds and checks: the class's timings, and the
+    # GPU tests' after it, have the others to themselves, as in a TA's batch.
+    shared, timing = split_cpus(_ALL_CPUS, list(range(info.count or 1)))
+    if timing and _halves(config):
+        _gpu_cpus = set(timing[0])
+    if needs_corpus:
+        _background = gpu_corpus.Background(info, Path(tempfile.mkdtemp(prefix="corpus-")))
+    if shared:  # this thread only: the class's was started already
         os.sched_setaffinity(0, shared)
 
 
@@ -70,7 +99,7 @@ def local_gpu():
         pytest.skip(f"needs a CUDA GPU ({e})")
     if _background is not None:
         _background.wait()
-        os.sched_setaffinity(0, _ALL_CPUS)  # the GPU tests have the machine to themselves
+    os.sched_setaffinity(0, _gpu_cpus)  # the GPU tests have these CPUs to themselves
     return info
 
 

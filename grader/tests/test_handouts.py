@@ -78,11 +78,12 @@ def number(x) -> str:
 
 
 @pytest.fixture(scope="session")
-def rendered():
-    """The kit's handouts, rendered once into build/handouts (with the PDFs where Chromium is)."""
+def rendered(tmp_path_factory):
+    """The kit's handouts, rendered once (with the PDFs where Chromium is), into a folder of the test
+    session's own: not build/handouts, which another test process may be rendering at the same time."""
     if not HAVE_JINJA:
         need("jinja2", "Jinja2 and markdown")
-    out = ROOT / "build" / "handouts"
+    out = tmp_path_factory.mktemp("handouts")
     handouts.build(out, pdf=handouts.find_chromium() is not None)
     return out
 

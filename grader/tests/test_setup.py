@@ -136,5 +136,36 @@ def test_a_failing_cpp_test_stops_make_test_with_its_output_and_pytest_never_sta
     r = _with_make(tmp_path, "echo 'cpp_tests: 1 test case failed'\nexit 3")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "cpp_tests: 1 test case failed" in r.stdout
-    assert r.stderr.strip().splitlines()[-1] == "test: the C++ host tests failed (exit 3, above)"
+    assert r.stderr.strip().splitlines()[-1] == "test: the harness or the C++ host tests failed (exit 3, above)"
     assert "stand-in pytest ran" not in r.stdout
+
+
+def _halves(tmp_path: Path, gpu_exit: int) -> subprocess.CompletedProcess:
+    """tools/test.sh with a stand-in pytest that says which half it ran and exits `gpu_exit` for the
+    GPU half, and a stand-in pytest-xdist."""
+    kit, env = _kit(tmp_path, with_wheels=False)
+    (kit / "wheels").mkdir()
+    main = ("import sys, time\nargs = sys.argv[1:]\nhalf = args[args.index('-m') + 1]\n"
+            "time.sleep(1 if half == 'gpu' else 0)\n"
+            "print('stand-in pytest ran the', half, 'half with', ' '.join(a for a in args if a in ('-n', '--dist')))\n"
+            f"sys.exit({gpu_exit} if half == 'gpu' else 0)\n")
+    with zipfile.ZipFile(kit / "wheels" / "pytest-99.0-py3-none-any.whl", "w") as w:
+        w.writestr("pytest/__init__.py", "")
+        w.writestr("pytest/__main__.py", main)
+    with zipfile.ZipFile(kit / "wheels" / "xdist-99.0-py3-none-any.whl", "w") as w:
+        w.writestr("xdist/__init__.py", "")
+    return _test_sh(kit, env)
+
+
+def test_the_gpu_tests_run_beside_the_cpu_tests_on_workers_and_their_output_follows(tmp_path):
+    r = _halves(tmp_path, gpu_exit=0)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cpu, gpu = r.stdout.index("stand-in pytest ran the not gpu half with -n --dist"), \
+        r.stdout.index("stand-in pytest ran the gpu half with")
+    assert cpu < r.stdout.index("the GPU tests' output follows") < gpu, r.stdout
+
+
+def test_a_failing_gpu_test_fails_make_test_though_every_cpu_test_passed(tmp_path):
+    r = _halves(tmp_path, gpu_exit=1)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "test: CPU tests exit 0, GPU tests exit 1" in r.stdout
