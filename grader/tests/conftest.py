@@ -72,11 +72,6 @@ def pytest_collection_modifyitems(session, config, items):
         _background = gpu_corpus.Background(info, Path(tempfile.mkdtemp(prefix="corpus-")))
     if shared:  # this thread only: the class's was started already
         os.sched_setaffinity(0, shared)
-    if not needs_corpus:
-        # The CPU half, beside the GPU half's class: at the idle priority, as the class's builds are,
-        # so that they share these CPUs (at the normal priority the tests took them all, and the class
-        # waited for its builds), and its checks' judges come first.
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus):
