@@ -1,5 +1,5 @@
-"""A jail for tests (test_jail.py, test_jail_user.py): small C programs compiled with gcc and run in
-it as a submission's runner is, in one submission's work folder."""
+"""A jail for tests (test_jail.py, test_jail_limits.py, test_jail_user.py): small C programs compiled
+with gcc and run in it as a submission's runner is, in one submission's work folder."""
 import os
 import subprocess
 import sys
