@@ -134,6 +134,8 @@ if $py -c "import xdist" 2>/dev/null; then
     # the class took 273 s on an H200 in place of 245.
     if [ "$n" -ge 8 ]; then n=$((n / 4)); fi
     workers="-n $n --dist loadfile"
+else
+    echo "test: pytest-xdist is not installed: the CPU tests run in one process (pip install pytest-xdist)"
 fi
 gpu_log=build/test-gpu.log
 "$py" -m pytest grader/tests slides_examples/tests -v -rs -m gpu "$@" > "$gpu_log" 2>&1 &

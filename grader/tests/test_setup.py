@@ -58,6 +58,7 @@ def test_without_network_or_a_venv_module_make_test_runs_pytest_from_the_unpacke
     assert r.returncode == 0, r.stdout + r.stderr
     assert "python3 -m venv is not available here (apt-get install python3-venv)" in r.stdout
     assert "stand-in pytest ran: grader/tests slides_examples/tests" in r.stdout
+    assert "pytest-xdist is not installed: the CPU tests run in one process" in r.stdout
     assert (kit / ".venv" / "wheels" / "pytest" / "__main__.py").is_file()
 
 
