@@ -51,15 +51,15 @@ class Options:
 
 
 def grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options = Options()) -> GradeResult:
-    work = workdir.new(f"kit-{task.name}-")
+    work = workdir.new_jailed(f"kit-{task.name}-")
     try:
         return _grade(task, submission, gpu, opts, work)
     finally:
         if opts.keep:
-            workdir.keep(work)
+            workdir.keep(work.parent)
             print(f"   Work folder kept: {work}", file=sys.stderr)
         else:
-            protocol.clear(work)
+            protocol.clear(work.parent)
 
 
 def _grade(task: Task, submission: Path, gpu: GpuInfo, opts: Options, work: Path) -> GradeResult:
@@ -216,7 +216,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
     if not hidden:
         verdicts, seconds, checks = _cases(task, work, arch, public, secret, gpus, "correctness")
     else:
-        apart = workdir.new("kit-hidden-")
+        apart = workdir.new_jailed("kit-hidden-")
         try:
             shutil.copy2(work / "runner", apart / "runner")
             with ThreadPoolExecutor(2) as pool:
@@ -225,7 +225,7 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
                 for got, more in zip((verdicts, seconds, checks), mine.result()):
                     got.update(more)
         finally:
-            protocol.clear(apart)
+            protocol.clear(apart.parent)
 
     out = []
     for c in task.cases:

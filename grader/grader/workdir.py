@@ -7,9 +7,15 @@ who stops a batch that way every week would fill the disk. So each folder holds 
 process that made it (and the host, since a temp folder may be shared with containers whose
 process numbers mean something else), and each new work folder first deletes those whose owner
 is gone. A folder kept on purpose (`grade --keep`) drops that file and is never swept.
+
+Code under test runs in a folder inside a work folder (new_jailed), never in the work folder itself:
+a jail is handed the folder it runs in, and a program there could replace the owner file with a pipe
+that the next sweep would block on, delete it (kept for good), or keep the folder from every sweep
+(the folder becomes the jail's user's).
 """
 import os
 import socket
+import stat
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -32,6 +38,17 @@ def new(prefix: str) -> Path:
     return d
 
 
+def new_jailed(prefix: str) -> Path:
+    """A fresh folder `work` for code under test, inside a work folder of new(prefix) that stays the
+    grader's; removed with it: protocol.clear(work.parent). The jail's user may go through the work
+    folder to `work` (a jail is set up as that user), not list it."""
+    top = new(prefix)
+    os.chmod(top, 0o711)
+    work = top / "work"
+    work.mkdir()
+    return work
+
+
 def keep(d: Path) -> None:
     """Keeps `d` for good: no later sweep deletes it."""
     (d / OWNER).unlink(missing_ok=True)
@@ -45,11 +62,13 @@ def sweep(root: Optional[Path] = None) -> list:
     gone = []
     for d in root.glob(PREFIX + "*"):
         try:
-            pid_text, owner_host = (d / OWNER).read_text().split()
+            st = d.lstat()
+            mine = stat.S_ISDIR(st.st_mode) and st.st_uid == uid
+            # Never through a link, never from a pipe (which would block this grading for good).
+            pid_text, owner_host = protocol.read_regular(d / OWNER, 256).decode().split() if mine else ("", "")
             pid = int(pid_text)
-            mine = d.stat().st_uid == uid
-        except (OSError, ValueError):
-            continue  # not a work folder, one kept on purpose, or one being made right now
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue  # not a work folder, not ours, one kept on purpose, or one being made right now
         if mine and owner_host == host and not _running(pid):
             protocol.clear(d)
             gone.append(d)

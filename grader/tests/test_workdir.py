@@ -1,14 +1,17 @@
 """Work folders: a grader killed with -9 leaves its folder behind, and the next grading deletes it."""
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from grader import grade, tasks, workdir
+from grader import grade, sandbox, tasks, workdir
 from grader.results import GpuInfo
 
 GRADER = Path(__file__).resolve().parents[1]
@@ -133,3 +136,68 @@ def test_a_folder_the_grader_cannot_read_is_a_limit_gone_over_not_a_folder_skipp
     with pytest.raises(protocol.Hidden):
         list(protocol.entries(work))
     assert Limits().over_disk(work) == "made a folder in its work folder that the grader cannot read"
+
+
+def test_an_owner_file_that_is_a_pipe_does_not_block_the_sweep(temp_root):
+    # A jailed runner that could reach its work folder's owner file put a pipe there: the next grading's
+    # sweep read it and blocked for good (a link to /dev/zero would have read until out of memory).
+    d = folder_of_a_killed_grader(temp_root)
+    (d / workdir.OWNER).unlink()
+    os.mkfifo(d / workdir.OWNER)
+    done = []
+    sweeper = threading.Thread(target=lambda: done.append(workdir.sweep()), daemon=True)
+    sweeper.start()
+    sweeper.join(5)
+    assert done, "the sweep blocked on a pipe named as the owner file"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
+                    reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the jail runs as another user only for a grader run as root")
+@pytest.mark.parametrize("prefix", ["kit-trmm-", "kit-hidden-"])
+def test_code_under_test_reaches_no_owner_file_and_its_folder_is_swept_once_its_grader_is_gone(
+        box, monkeypatch, prefix):
+    """grade and its hidden cases ran code under test in the work folder itself, which the jail's
+    user then owned: a runner replaced the owner file with a pipe (the next sweep blocked), and after
+    a grader killed with -9 the folder was never swept (not the grader's). They now run in a folder
+    below it (workdir.new_jailed)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(box.root))  # where the jail's user can go through
+    work = workdir.new_jailed(prefix)
+    exe = box.jail.expose(box.compile("""
+        int main(void) {
+            int moved = 0;
+            const char* owners[] = {".kit-owner", "../.kit-owner", 0};
+            for (int i = 0; owners[i]; i++) {
+                unlink(owners[i]);
+                moved += mkfifo(owners[i], 0666) == 0 && access(owners[i], F_OK) == 0;
+            }
+            printf("made %d\\n", moved);
+            return 0;
+        }""", "owner"))
+    r = sandbox.run([str(exe)], work, box.tmp / "owner.log", timeout=20, view="run", read_only=(exe,))
+    assert r.returncode == 0, r
+    owner = work.parent / workdir.OWNER
+    assert owner.is_file() and not owner.is_symlink(), "the program reached its work folder's owner file"
+    assert work.parent.stat().st_uid == os.getuid()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    owner.write_text(f"{dead.pid} {socket.gethostname()}\n")  # its grader is gone
+    assert workdir.sweep() == [work.parent]
+    assert not work.parent.exists()
+
+
+def test_grading_and_its_hidden_cases_run_code_in_folders_below_their_work_folders(temp_root, monkeypatch):
+    seen = []
+
+    def where(work):  # the folder code under test runs in, and whether the owner file is above it
+        seen.append((work, (work.parent / workdir.OWNER).is_file(), (work / workdir.OWNER).exists()))
+
+    monkeypatch.setattr(grade, "_grade", lambda task, submission, gpu, opts, work: where(work))
+    grade.grade(tasks.load("trmm"), Path("kernel.cu"), GpuInfo(name="NVIDIA H200", arch="sm_90"))
+    task = tasks.load("trmm", include_hidden=True)
+    monkeypatch.setattr(grade, "_cases", lambda task, work, *a: (where(work), ({}, {}, {}))[1])
+    (temp_root / "work").mkdir()
+    (temp_root / "work" / "runner").write_bytes(b"")
+    grade.correctness(task, temp_root / "work", "sm_90", None)
+    ran = [s for s in seen if s[0] != temp_root / "work"]
+    assert len(ran) == 2 and all(w.name == "work" and above and not inside for w, above, inside in ran), seen

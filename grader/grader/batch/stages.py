@@ -211,12 +211,12 @@ class Stages:
         return going_on is True
 
     def _gpu_works(self) -> bool:
-        d = workdir.new("kit-probe-")
+        d = workdir.new_jailed("kit-probe-")
         try:
-            r = sandbox.run([str(build.probe_path(self.gpu.arch))], d, d / "probe.log", timeout=120)
+            r = sandbox.run([str(build.probe_path(self.gpu.arch))], d, d.parent / "probe.log", timeout=120)
             return r.returncode == 0
         finally:
-            protocol.clear(d)
+            protocol.clear(d.parent)
 
     def _references(self, names: list, work_root: Path) -> None:
         """reference/<a>/kernel.cu graded once on this GPU (kept across runs), for the plots."""
