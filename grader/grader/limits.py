@@ -106,7 +106,10 @@ class Limits:
     def over_disk(self, work: Path, pids: Sequence[int] = ()) -> Optional[str]:
         """Why the work folder is over its limits, or None; with the run's `pids`, the files they hold
         open after deleting them count too (held_bytes)."""
-        total = held_bytes(pids, os.stat(work).st_dev) if pids else 0
+        try:
+            total = held_bytes(pids, os.stat(work).st_dev) if pids else 0
+        except TooManyDescriptors as e:
+            return str(e)
         try:
             for count, (_, st) in enumerate(protocol.entries(work), 1):
                 if count > self.files:
@@ -132,7 +135,19 @@ class Limits:
     def describe_disk(self) -> str:
         return (f"{self.disk_bytes / GIB:g} GiB and {self.files} files in its work folder (measured while it "
                 f"runs and when it ends), paths of at most {protocol.MAX_NESTING:,} bytes, "
-                f"{self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB")
+                f"{self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB, "
+                f"{MAX_DESCRIPTORS:,} open files across its threads")
+
+
+MAX_DESCRIPTORS = 65_536
+"""Descriptors a run's processes may hold, summed over their threads' tables (threads that share a
+table count it each time: there is no telling them apart from /proc). Each look at the run reads every
+entry, and must stay short: 20,000 descriptors and 24 idle threads held the grader for 10 s past a
+1 s time limit. An honest CUDA runner holds some tens, in some tens of threads."""
+
+
+class TooManyDescriptors(Exception):
+    """The run holds more than MAX_DESCRIPTORS descriptors: a limit gone over."""
 
 
 def held_bytes(pids: Sequence[int], dev: int) -> int:
@@ -142,8 +157,8 @@ def held_bytes(pids: Sequence[int], dev: int) -> int:
     memory-backed ones (a memfd, the jail's /tmp), which its memory and /tmp limits hold. Only the
     descriptor tables are read: a file held by a mapping alone, in flight in a socket or registered with
     io_uring is not seen (reading a CUDA program's /proc/PID/maps waited on its memory map's lock for
-    seconds at a time, in the middle of its run)."""
-    held = {}
+    seconds at a time, in the middle of its run). TooManyDescriptors past MAX_DESCRIPTORS."""
+    held, seen = {}, 0
     for pid in pids:
         # Each thread's table: one that called unshare(CLONE_FILES) has its own, which /proc/PID/fd
         # (the leader's, empty once the leader has exited) does not show.
@@ -151,19 +166,23 @@ def held_bytes(pids: Sequence[int], dev: int) -> int:
             tables = [f"/proc/{pid}/task/{tid}/fd" for tid in os.listdir(f"/proc/{pid}/task")]
         except OSError:
             continue
-        fds = []
         for table in tables:
             try:
-                fds += [f"{table}/{fd}" for fd in os.listdir(table)]
+                fds = os.listdir(table)
             except OSError:
                 continue
-        for fd in fds:
-            try:
-                st = os.stat(fd)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and (st.st_dev == dev or os.major(st.st_dev) != 0):
-                held[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+            seen += len(fds)
+            if seen > MAX_DESCRIPTORS:
+                raise TooManyDescriptors(f"held more than {MAX_DESCRIPTORS:,} open files across its threads")
+            for fd in fds:
+                try:  # the link's text first: only a deleted file's is looked at further
+                    if not os.readlink(f"{table}/{fd}").endswith(" (deleted)"):
+                        continue
+                    st = os.stat(f"{table}/{fd}")
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and (st.st_dev == dev or os.major(st.st_dev) != 0):
+                    held[(st.st_dev, st.st_ino)] = st.st_blocks * 512
     return sum(held.values())
 
 

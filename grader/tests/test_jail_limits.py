@@ -189,3 +189,31 @@ def test_links_and_pipes_left_in_the_work_folder_are_swept_before_the_grader_rea
     assert r.returncode == 0, r.output
     assert sorted(p.name for p in box.work.rglob("*")) == ["dumps"]
     assert secret.read_text().startswith('{"event"')  # untouched, and never read as a result
+
+
+def test_a_run_holding_descriptors_in_every_thread_is_stopped_at_once_not_let_past_its_time_limit(box):
+    # Descriptors dup'ed up to the hard limit and 24 idle threads sharing their table: each look read and
+    # stat'ed every descriptor once per thread (480,000 here) and checked no time limit meanwhile; a 1 s
+    # limit ended after 10 s, and with 512 threads and a hard limit of 1,048,576 one look took hours.
+    r = box.run("""
+        #include <pthread.h>
+        #include <sys/resource.h>
+        static void* idle(void* arg) { for (;;) pause(); }
+        int main(void) {
+            struct rlimit rl;
+            getrlimit(RLIMIT_NOFILE, &rl);
+            rl.rlim_cur = rl.rlim_max < 20000 ? rl.rlim_max : 20000;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            int fd = open("/proc/self/exe", O_RDONLY), n = 0;
+            while (dup(fd) >= 0) n++;
+            pthread_t t;
+            for (int i = 0; i < 24; i++) pthread_create(&t, 0, idle, 0);
+            printf("holding %d\\n", n);
+            fflush(stdout);
+            for (;;) pause();
+        }""", timeout=1)
+    held = int(r.output.split("holding ")[1].split()[0])
+    if held * 25 <= 65_536:
+        pytest.skip(f"the hard limit on open files here ({held + 4}) is too low for this attack")
+    assert r.seconds < 4, f"a 1 s time limit held the grader for {r.seconds:.1f} s"
+    assert r.stopped_for == "held more than 65,536 open files across its threads", r
