@@ -244,8 +244,9 @@ def _cases(task: Task, work: Path, arch: str, cases: list, secret: Optional[int]
            label: str) -> tuple:
     """({case id: None (ran to its end: its checks decide) or (verdict, message)}, {id: seconds}, {id:
     check records}) of `cases` run in `work`. The judge runs the pending cases in order; after a fault
-    the rest run with a fresh runner, after a timeout they are not run, and after a limit of the jail every
-    case that run started is charged and the rest are not run. Forbidden when the runner loaded a forbidden library."""
+    the rest run with a fresh runner, after a timeout they are not run, and after a limit of the jail
+    every case that run started is charged and the rest are not run. Forbidden when the runner loaded a
+    forbidden library."""
     verdicts, seconds, checks = {}, {}, {}
     pending = list(cases)
     attempt = 0
@@ -289,9 +290,8 @@ def _cases(task: Task, work: Path, arch: str, cases: list, secret: Optional[int]
             why = "an earlier case timed out"
         else:
             verdicts[current] = s.fault(current, conceal=next(c.hidden for c in pending if c.id == current))
-            why = ""
-            if oom is not None:  # each fresh runner would take the GPU's memory again
-                why = "an earlier case ran the GPU out of memory"
+            # Each fresh runner would take the GPU's memory again.
+            why = "an earlier case ran the GPU out of memory" if oom is not None else ""
         if why:
             for later in ids[ids.index(current) + 1:]:
                 verdicts[later] = (Verdict.NOT_RUN, f"not run: {why}")

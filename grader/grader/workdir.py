@@ -63,16 +63,25 @@ def sweep(root: Optional[Path] = None) -> list:
     for d in root.glob(PREFIX + "*"):
         try:
             st = d.lstat()
-            mine = stat.S_ISDIR(st.st_mode) and st.st_uid == uid
-            # Never through a link, never from a pipe (which would block this grading for good).
-            pid_text, owner_host = protocol.read_regular(d / OWNER, 256).decode().split() if mine else ("", "")
-            pid = int(pid_text)
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue  # not a work folder, not ours, one kept on purpose, or one being made right now
-        if mine and owner_host == host and not _running(pid):
+        except OSError:
+            continue  # gone meanwhile
+        if not (stat.S_ISDIR(st.st_mode) and st.st_uid == uid):
+            continue  # not a work folder, or not ours
+        who = owner(d)  # None: one kept on purpose, or one being made right now
+        if who is not None and who[1] == host and not _running(who[0]):
             protocol.clear(d)
             gone.append(d)
     return gone
+
+
+def owner(d: Path) -> Optional[tuple]:
+    """(pid, host) that the work folder `d`'s owner file names, or None. Read never through a link,
+    never from a pipe (which would block the reader for good)."""
+    try:
+        pid_text, host = protocol.read_regular(d / OWNER, 256).decode().split()
+        return int(pid_text), host
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _running(pid: int) -> bool:

@@ -57,7 +57,8 @@ def pytest_collection_modifyitems(session, config, items):
     if config.option.collectonly:
         return
     needs_corpus = any("corpus" in i.fixturenames for i in items)
-    if not needs_corpus and not (_halves(config) and items and not any(_on_gpu(i) for i in items)):
+    cpu_half = _halves(config) and not any(_on_gpu(i) for i in items)
+    if not (needs_corpus or cpu_half):
         return
     try:
         info = gpu.detect()

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -317,12 +318,7 @@ def test_a_fault_in_a_hidden_case_is_told_without_anything_the_program_chose_so_
 
 def _mine(folders) -> list:
     """The work folders of `folders` this process made (the tests and batches beside it make their own)."""
-    def owner(d):
-        try:
-            return (d / workdir.OWNER).read_text().split()[0]
-        except OSError:  # removed meanwhile, or not a work folder
-            return None
-    return [d for d in folders if owner(d) == str(os.getpid())]
+    return [d for d in folders if workdir.owner(d) == (os.getpid(), socket.gethostname())]
 
 
 def test_a_hidden_case_s_sizes_reach_no_public_case_of_the_grading_through_the_runner_s_memory_or_its_files(
