@@ -3,8 +3,8 @@
 A program that holds student code (the compiler reading kernel.cu, the linker, the runner,
 compute-sanitizer running the runner) starts in an empty root, with all namespaces unshared (user,
 mount, PID, network, IPC, UTS, cgroup), every capability dropped, uid and gid 65534, no_new_privs,
-no way to make a user namespace of its own, a new session, and a PID namespace that dies with the
-grader. It sees only what its step needs:
+no way to make a user namespace of its own, a new session, a PID namespace that dies with the
+grader, and two system calls refused (seccomp.py). It sees only what its step needs:
 
   compile   /usr and the CUDA toolkit read-only, the kit's public headers (harness/include) and the
             runner's objects read-only, its work folder, a private /tmp; a kit, a class or outputs
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import re
 import shutil
 import stat
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import protocol
+from . import protocol, seccomp
 from .libraries import _SYSTEM_TOPS, _UNDER_SYSTEM, library_files, library_trees, runtime_libraries, tool_libraries
 from .limits import NOBODY, Limits
 
@@ -111,9 +112,12 @@ class Jail:
             except protocol.Hidden:  # its own folders, made by an earlier step and stopped for it
                 pass
 
-    def command(self, cmd: list, work: Path, view: str, read_only: tuple = (), gpus: Optional[tuple] = None) -> list:
+    def command(self, cmd: list, work: Path, view: str, read_only: tuple = (), gpus: Optional[tuple] = None,
+                seccomp_fd: Optional[int] = None) -> list:
         """bwrap's command line that runs `cmd` in `work` (bound read-write, at its own path) with the
-        given view ("compile", "run", "sanitize" or "profile") and the extra files or folders `read_only`. With
+        given view ("compile", "run", "sanitize" or "profile") and the extra files or folders `read_only`,
+        under the filter of refused calls that bubblewrap reads from `seccomp_fd` (seccomp.descriptor(),
+        handed to it open). With
         `gpus` (as CUDA_VISIBLE_DEVICES names them), a run sees only those GPUs' device nodes where
         they are numbers: the driver then shows it those GPUs alone, whatever the program sets in its
         environment; GPUs named otherwise (UUIDs) are chosen through CUDA_VISIBLE_DEVICES."""
@@ -125,6 +129,8 @@ class Jail:
              "--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",
              "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm"]
+        if seccomp_fd is not None:
+            a += ["--seccomp", str(seccomp_fd)]
         a += _ro("/etc/ld.so.cache")
         # Views that show the system folders whole: a file under them is there already (bound again, a
         # link such as /usr/bin/nm would make bubblewrap fail).
@@ -235,6 +241,9 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise JailError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+    if platform.machine() not in seccomp.MACHINES:
+        raise JailError(f"the jail knows the system calls of {', '.join(seccomp.MACHINES)} machines, not of this "
+                        f"{platform.machine()} one: grade on one of those, or pass --no-isolation for debugging only")
     toolkit = toolkit_root() or Path("/usr/local/cuda").resolve()
     sanitizer = sanitizer_executable()
     libs = runtime_libraries(probe)
@@ -317,16 +326,19 @@ def check_namespaces(jail: Jail) -> None:
         raise JailError(f"the jail's user (uid {jail.limits.drop_to}) cannot pass through {closed}, on the way to "
                         f"the temp folder {tmp}, where each submission's work folder is made: point TMPDIR at a "
                         f"folder every user can enter (as /tmp is), or open that one (chmod o+x {closed})")
+    refused = seccomp.descriptor()
     try:
         with tempfile.TemporaryDirectory(prefix="kit-jailcheck-") as d:
             os.chmod(d, 0o755)
             jail.prepare(Path(d))
-            r = subprocess.run(jail.command(["true"], Path(d), "check"), capture_output=True, text=True,
-                               timeout=60, preexec_fn=jail.limits.drop_privileges)
+            r = subprocess.run(jail.command(["true"], Path(d), "check", seccomp_fd=refused), capture_output=True,
+                               text=True, timeout=60, preexec_fn=jail.limits.drop_privileges, pass_fds=(refused,))
     except (OSError, subprocess.SubprocessError) as e:
         raise JailError(f"bubblewrap could not start as the jail's user ({e}): run the grader as root or as an "
                         f"ordinary user with unprivileged user namespaces, or pass --no-isolation for debugging "
                         f"only") from None
+    finally:
+        os.close(refused)
     if r.returncode != 0:
         why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         raise JailError(f"bubblewrap cannot make its namespaces here ({why}): allow unprivileged user "

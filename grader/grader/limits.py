@@ -155,9 +155,10 @@ def held_bytes(pids: Sequence[int], dev: int) -> int:
     is in no folder, and fills the disk all the same (opened, unlinked and written, 160 MiB went unseen
     past a 64 MiB limit). Counted: files on the work folder's device `dev`, or on any disk's; not
     memory-backed ones (a memfd, the jail's /tmp), which its memory and /tmp limits hold. Only the
-    descriptor tables are read: a file held by a mapping alone, in flight in a socket or registered with
-    io_uring is not seen (reading a CUDA program's /proc/PID/maps waited on its memory map's lock for
-    seconds at a time, in the middle of its run). TooManyDescriptors past MAX_DESCRIPTORS."""
+    descriptor tables are read: a file held by a mapping alone or in flight in a socket is not seen
+    (reading a CUDA program's /proc/PID/maps waited on its memory map's lock for seconds at a time, in
+    the middle of its run); io_uring, which could hold one too, is refused (seccomp.py).
+    TooManyDescriptors past MAX_DESCRIPTORS."""
     held, seen = {}, 0
     for pid in pids:
         # Each thread's table: one that called unshare(CLONE_FILES) has its own, which /proc/PID/fd

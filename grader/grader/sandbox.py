@@ -26,7 +26,7 @@ from typing import Optional
 
 from . import jail as jail_mod
 from . import limits as limits_mod
-from . import protocol
+from . import protocol, seccomp
 from .jail import Jail
 from .limits import Limits
 
@@ -138,8 +138,8 @@ class Proc:
         self.group = None
         self.stopped_for = ""
         self.log = log
+        refused = None
         if self.jail is not None:
-            cmd = self.jail.command(cmd, self.cwd, view, read_only, physical(gpus) if gpus is not None else None)
             env = {}
             self.group = self.jail.limits.group()
             self.jail.prepare(self.cwd)
@@ -151,6 +151,11 @@ class Proc:
         self._next_disk = self.start
         protocol.clear(log)
         try:
+            if self.jail is not None:
+                refused = seccomp.descriptor()  # the calls no jailed program may make, read by bubblewrap
+                pass_fds = (*pass_fds, refused)
+                cmd = self.jail.command(cmd, self.cwd, view, read_only, physical(gpus) if gpus is not None else None,
+                                        seccomp_fd=refused)
             with open(log, "wb") as out:
                 self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, env=env,
@@ -168,6 +173,9 @@ class Proc:
             if self.group is not None:
                 self.group.close()
             raise
+        finally:
+            if refused is not None:
+                os.close(refused)
 
     def running(self) -> bool:
         """False once it has ended, or once it broke the jail's disk limit or kept forking past its process

@@ -1,0 +1,125 @@
+"""Calls the jail refuses (seccomp.py): each takes disk that the grader's looks at a run cannot see
+or cannot see in time, and no CUDA program needs it. Each test is an attack that succeeds without the
+filter. Needs bubblewrap and gcc; the GPU batch test grades the same attack as a kernel.cu
+(fixtures/batch/hostile/preallocate.cu), which also shows that CUDA runs under the filter."""
+import errno
+import shutil
+
+import pytest
+
+from grader import jail, protocol, sandbox, tasks
+from grader.limits import Limits
+from jail_box import Box
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
+                                reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
+
+
+def test_a_program_cannot_take_gigabytes_of_disk_at_once_by_preallocating_them(box):
+    # fallocate() reserves 256 MiB in a few milliseconds: eight of them hold 2 GiB of the TA's disk,
+    # 32 times the limit, before the next look (every quarter second) can stop the run.
+    r = box.run("""
+        int main(void) {
+            long got = 0;
+            int refused = 0;
+            for (int f = 0; f < 8; f++) {
+                char name[32]; snprintf(name, sizeof name, "pre-%d.bin", f);
+                int fd = open(name, O_CREAT | O_WRONLY, 0644);
+                if (fallocate(fd, 0, 0, 256L << 20) == 0) got += 256;
+                else refused += errno == EOPNOTSUPP;
+            }
+            printf("allocated %ld MiB, refused %d\\n", got, refused);
+            return 0;
+        }""")
+    assert "allocated 0 MiB, refused 8" in r.output, r
+
+
+def test_no_file_holds_more_disk_than_the_file_size_limit_not_even_the_runs_own_log(tmp_path):
+    # RLIMIT_FSIZE bounds a file's size, not its blocks: fallocate(FALLOC_FL_KEEP_SIZE) reserves
+    # blocks past the end and leaves the size at 0. On the run's standard output, the log the grader
+    # opened outside the work folder, no look at the work folder sees them at all.
+    box = Box(tmp_path, Limits(processes=64, memory_bytes=256 << 20, disk_bytes=1 << 30, files=500,
+                               tmp_bytes=16 << 20, file_bytes=32 << 20))
+    try:
+        r = box.run("""
+        int main(void) {
+            int fd = open("big.bin", O_CREAT | O_WRONLY, 0644);
+            printf("keep_size %d\\n", fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 256L << 20));
+            printf("stdout %d\\n", fallocate(1, FALLOC_FL_KEEP_SIZE, 0, 256L << 20));
+            return 0;
+        }""")
+        held = {p.name: p.stat().st_blocks * 512 for p in [box.work / "big.bin", tmp_path / "log"] if p.exists()}
+    finally:
+        sandbox.confine(None)
+        protocol.clear(box.root)
+    assert held and all(b <= 32 << 20 for b in held.values()), f"past the 32 MiB file limit: {held}, {r}"
+
+
+def test_a_file_held_only_by_io_uring_cannot_fill_the_disk_out_of_sight(box):
+    # A file deleted, written and registered with io_uring, then closed, is in no folder and no
+    # descriptor table: ten of 16 MiB, 100 ms apart, hold 160 MiB unseen under a 64 MiB limit (each
+    # is in a table for the few milliseconds of its write). Without io_uring there is no attack.
+    r = box.run("""
+        #include <linux/io_uring.h>
+        #include <sys/syscall.h>
+        int main(void) {
+            static char buf[16 << 20];
+            struct io_uring_params p;
+            memset(&p, 0, sizeof p);
+            int ring = syscall(__NR_io_uring_setup, 8, &p);
+            if (ring < 0) { printf("no io_uring: %s\\n", strerror(errno)); return 0; }
+            int slots[10];
+            for (int f = 0; f < 10; f++) slots[f] = -1;
+            if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_FILES, slots, 10) < 0) {
+                printf("register: %s\\n", strerror(errno)); return 0;
+            }
+            for (int f = 0; f < 10; f++) {
+                int fd = open("held.bin", O_CREAT | O_RDWR | O_TRUNC, 0644);
+                unlink("held.bin");
+                write(fd, buf, sizeof buf);
+                struct io_uring_files_update up = {.offset = (unsigned) f, .fds = (unsigned long) &fd};
+                if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_FILES_UPDATE, &up, 1) != 1) {
+                    printf("update: %s\\n", strerror(errno)); return 0;
+                }
+                close(fd);
+                usleep(100000);
+            }
+            printf("held 160 MiB out of sight\\n");
+            fflush(stdout);
+            sleep(2);
+            return 0;
+        }""")
+    assert "out of sight" not in r.output, r
+    assert "no io_uring: Function not implemented" in r.output, r
+
+
+def test_a_64_bit_program_cannot_preallocate_through_the_32_bit_system_calls(box):
+    # int 0x80 makes i386 calls from a 64-bit program, numbered differently (fallocate is 324, not 285):
+    # a filter that tested numbers alone would let this one through, or refuse some other call.
+    r = box.run("""
+        static long call32(long nr, long a, long b, long c, long d, long e) {
+            long r;
+            /* Below the red zone, with ebp (the sixth argument, the length's high half) zeroed. */
+            asm volatile("sub $128, %%rsp\\n\\tpush %%rbp\\n\\txor %%ebp, %%ebp\\n\\tint $0x80\\n\\t"
+                         "pop %%rbp\\n\\tadd $128, %%rsp"
+                         : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d), "D"(e) : "memory");
+            return r;
+        }
+        int main(void) {
+            if (call32(20, 0, 0, 0, 0, 0) != getpid()) { printf("no 32-bit calls here\\n"); return 0; }
+            int fd = open("pre.bin", O_CREAT | O_WRONLY, 0644);
+            printf("fallocate %ld\\n", call32(324, fd, 0, 0, 0, 256L << 20));
+            return 0;
+        }""")
+    if "no 32-bit calls" in r.output:
+        pytest.skip("this kernel runs no 32-bit system calls (no IA32 emulation)")
+    assert f"fallocate {-errno.EOPNOTSUPP}" in r.output, r
+    assert (box.work / "pre.bin").stat().st_blocks == 0
+
+
+def test_the_jail_is_not_opened_on_a_machine_whose_system_calls_the_filter_does_not_know(monkeypatch, tmp_path):
+    # The filter stops a program of an architecture it does not list at its first call: on such a
+    # machine every run would end in SIGSYS, each a runtime error of its own.
+    monkeypatch.setattr(jail.platform, "machine", lambda: "ppc64le")
+    with pytest.raises(jail.JailError, match="x86_64, aarch64 machines, not of this ppc64le one"):
+        jail.find(tasks.ROOT / "harness" / "include")
