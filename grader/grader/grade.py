@@ -226,6 +226,11 @@ def correctness(task: Task, work: Path, arch: str, secret: Optional[int], gpus: 
                     got.update(more)
         finally:
             protocol.clear(apart.parent)
+        # A program the jail stopped keeps no case's points, in whichever run a look found it: the other
+        # run may have ended before any look (hostile/descriptor_flood.cu kept a hidden case's 5.6).
+        stop = next((v for v in verdicts.values() if v is not None and v[1].startswith(judged.STOPPED)), None)
+        if stop is not None:
+            verdicts = {i: stop if v is None else v for i, v in verdicts.items()}
 
     out = []
     for c in task.cases:

@@ -226,6 +226,33 @@ def test_a_runner_stopped_at_the_jails_limits_mid_run_loses_the_cases_it_finishe
     assert all(c.verdict == Verdict.NOT_RUN and "limits" in c.message for c in cases[7:]), cases[7:]
 
 
+@pytest.mark.parametrize("stopped", ["correctness", "hidden"])
+def test_a_program_stopped_at_the_jails_limits_in_one_run_keeps_no_case_of_the_other(monkeypatch, tmp_path, stopped):
+    """hostile/descriptor_flood.cu on an H200: its run of the public cases was stopped in the first case,
+    while the hidden case, run at the same time by a runner of its own that ended before any look, kept
+    its 5.6 points. A program stopped for going over the jail's limits keeps no case's points, in
+    whichever of its runs the look found it."""
+    from grader import judged, sandbox
+    task = tasks.load("conv1d", include_hidden=True)
+    (tmp_path / "runner").write_bytes(b"")
+
+    def session(task, work, arch, plan, label, *args, **kwargs):
+        ids = [line.split()[1].removeprefix("id=") for line in plan.splitlines()]
+        records = [{"event": "ready"}]
+        for i in ids if not label.startswith(stopped) else ids[:1]:
+            records += [{"event": "start", "case": i}, {"event": "done", "case": i, "ms": 1.0},
+                        {"event": "check", "case": i, "array": "P", "pass": True, "compared": 10, "rel_error": 0.0}]
+        why = "held more than 65,536 open files across its threads" if label.startswith(stopped) else ""
+        runner = sandbox.Run(-9 if why else 0, False, 0.3, "", why)
+        return judged.Session(records=records, runner=runner, judge=sandbox.Run(0, False, 0.3, ""))
+
+    monkeypatch.setattr(judged, "session", session)
+    cases = grade.correctness(task, tmp_path, "sm_90", None)
+    assert len(cases) == len(task.cases) and any(c.hidden for c in task.cases)
+    ran = [c for c in cases if c.verdict != Verdict.NOT_RUN]
+    assert ran and all(c.verdict == Verdict.RUNTIME_ERROR and "open files" in c.message for c in ran), cases
+
+
 def test_the_judge_out_of_gpu_memory_charges_its_case_as_a_runtime_error_and_leaves_the_later_cases_not_run(
         monkeypatch):
     """gpu_memory_hog.cu keeps the GPU's memory from its first call: the judge, checking that call's
