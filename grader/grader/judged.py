@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import build, libraries, protocol, sandbox
+from . import build, libraries, limits, protocol, sandbox
 from .results import Verdict
 
 
@@ -30,9 +30,10 @@ or files, its cgroup's processes or memory)."""
 
 def over_own_limit(message: str) -> bool:
     """Whether a case's message says its program went over its work folder's disk or file limit or kept
-    forking past its process limit: what it did alone, which no other program adds to (the memory
-    limit's stop may not be its own: sandbox.MEMORY_STOP)."""
-    return message.startswith(STOPPED) and not message.endswith(sandbox.MEMORY_STOP)
+    forking past its process limit: what it did alone, which no other program adds to (the stops for
+    memory and for the disk's reserve may not be its own: sandbox.MEMORY_STOP, limits.DISK_LOW)."""
+    return (message.startswith(STOPPED) and not message.endswith(sandbox.MEMORY_STOP)
+            and limits.DISK_LOW not in message)
 
 
 @dataclass

@@ -1,13 +1,12 @@
 """Per-submission bounds for jailed programs: processes, memory, disk, and who they run as.
 
 Processes and memory are bounded across everything a submission starts, through a cgroup of its own
-where the grader may make one (root, as on a GPU server or in a container; cgroup v2, or v1's
-memory and pids controllers): `pids.max` stops a fork bomb at its own count and `memory.max` holds
-all its processes together, and the whole group is killed at the end. Where no cgroup can be made
+where the grader may make one (cgroups.py). Where no cgroup can be made
 (an unprivileged TA), RLIMIT_NPROC and RLIMIT_DATA bound them instead, per user and per process,
 and a build that fails while another submission ran is built again alone (batch.py) before its
 verdict counts. Disk: the work folder is measured while the program runs and the program stopped
-past the limit (RLIMIT_FSIZE also caps each file); /tmp is a tmpfs of fixed size.
+past the limit (RLIMIT_FSIZE also caps each file), and stopped if the disk's free space falls below
+its reserve, whatever took it; /tmp is a tmpfs of fixed size.
 
 Who: a grader running as root starts its jails as a uid of their own (jail_uid()), one that no account,
 no process outside a jail and no other user's containers (/etc/subuid) have. Every process of a user
@@ -19,22 +18,27 @@ with anything else sandboxed as nobody.
 from __future__ import annotations
 
 import grp
-import itertools
 import os
 import pwd
 import resource
-import signal
 import stat
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 from . import protocol
+from .cgroups import Group, cgroup_kind
 
 GIB = 1 << 30
 FILE_BYTES = 2 * GIB
 """The largest file any program run by the grader may write: the largest output dump (1 GiB) fits."""
+DISK_RESERVE = 1 * GIB
+"""Free space a run may never take from the disk holding its work folder, whatever holds it: a deleted
+file kept by a mapping alone or in flight in a socket is in no folder and no descriptor table, and
+fills the disk all the same (ten of 48 MiB went unseen past a 64 MiB limit), until the run ends."""
+DISK_LOW = "while the disk holding its work folder fell below"
+"""Words of a stop for the disk's reserve. Any program on the machine may have taken that space, so
+such a stop, like one for memory, may not be the run's own (judged.over_own_limit)."""
 NOBODY = 65534
 """The uid and gid of jailed programs inside their namespace."""
 JAIL_UIDS = range(2_000_000_000, 2_000_000_100)
@@ -44,13 +48,11 @@ SUBORDINATE = ("/etc/subuid", "/etc/subgid")
 """The ids granted to users for their own containers (a user could run a process as any of them)."""
 ID_MAPS = ("/proc/self/uid_map", "/proc/self/gid_map")
 """The ids this grader's user namespace maps (a container whose root is remapped maps 65,536)."""
-_CG_ROOT = Path("/sys/fs/cgroup")
 FORK_BOMB_REFUSALS = 10_000
 """Processes and threads a run's cgroup refused for its pids.max, past which the run is stopped at once.
 A fork bomb is refused thousands of times a second (every process it made tries again), and would
 otherwise hold its case until the time limit, a "did not finish" like a slow kernel's; a program
 that meets its limit now and then (a pool of threads sized to a big machine) is refused a few times."""
-_COUNTER = itertools.count()
 
 
 @dataclass
@@ -67,6 +69,9 @@ class Limits:
     """Its private /tmp (memory-backed)."""
     file_bytes: int = FILE_BYTES
     """Any one file (RLIMIT_FSIZE)."""
+    disk_reserve_bytes: int = DISK_RESERVE
+    """Free space the disk holding the work folder keeps: a look at a run that finds less stops it
+    (disk_low). The backstop for disk no look can count."""
 
     def __post_init__(self):
         self.cgroups = cgroup_kind()
@@ -105,7 +110,10 @@ class Limits:
 
     def over_disk(self, work: Path, pids: Sequence[int] = ()) -> Optional[str]:
         """Why the work folder is over its limits, or None; with the run's `pids`, the files they hold
-        open after deleting them count too (held_bytes)."""
+        open after deleting them count too (held_bytes), and the disk's reserve is looked at (a run
+        that has ended holds nothing any more)."""
+        if pids and (low := self.disk_low(work)):
+            return low
         try:
             total = held_bytes(pids, os.stat(work).st_dev) if pids else 0
         except TooManyDescriptors as e:
@@ -120,6 +128,23 @@ class Limits:
         if total > self.disk_bytes:
             return f"wrote more than {self.disk_bytes / GIB:g} GiB to disk"
         return None
+
+    def disk_low(self, work: Path) -> Optional[str]:
+        """Why the disk holding `work` has less free than its reserve, or None."""
+        try:
+            st = os.statvfs(work)
+        except OSError:
+            return None
+        if st.f_bavail * st.f_frsize >= self.disk_reserve_bytes:
+            return None
+        return f"ran {DISK_LOW} {_size(self.disk_reserve_bytes)} free"
+
+    def room_to_run(self, work: Path) -> None:
+        """DiskLow unless the disk holding `work` has its reserve free, before a run starts there."""
+        if self.disk_low(work):
+            raise DiskLow(f"the disk holding {work} has less than {_size(self.disk_reserve_bytes)} free, which the "
+                          f"jail keeps free whatever a graded program does: make room there, or point TMPDIR at "
+                          f"a disk that has it, and grade again")
 
     # -- what the records say --------------------------------------------------------------------------
     def describe_processes(self) -> str:
@@ -136,7 +161,8 @@ class Limits:
         return (f"{self.disk_bytes / GIB:g} GiB and {self.files} files in its work folder (measured while it "
                 f"runs and when it ends), paths of at most {protocol.MAX_NESTING:,} bytes, "
                 f"{self.file_bytes / GIB:g} GiB per file, /tmp {self.tmp_bytes / GIB:g} GiB, "
-                f"{MAX_DESCRIPTORS:,} open files across its threads")
+                f"{MAX_DESCRIPTORS:,} open files across its threads, {_size(self.disk_reserve_bytes)} always left free "
+                f"on the disk")
 
 
 MAX_DESCRIPTORS = 65_536
@@ -144,6 +170,11 @@ MAX_DESCRIPTORS = 65_536
 table count it each time: there is no telling them apart from /proc). Each look at the run reads every
 entry, and must stay short: 20,000 descriptors and 24 idle threads held the grader for 10 s past a
 1 s time limit. An honest CUDA runner holds some tens, in some tens of threads."""
+
+
+class DiskLow(Exception):
+    """The disk holding a work folder has less free than the reserve before a run starts: nothing may be
+    run there until the TA makes room (a stop for the reserve then would be no student's doing)."""
 
 
 class TooManyDescriptors(Exception):
@@ -157,7 +188,8 @@ def held_bytes(pids: Sequence[int], dev: int) -> int:
     memory-backed ones (a memfd, the jail's /tmp), which its memory and /tmp limits hold. Only the
     descriptor tables are read: a file held by a mapping alone or in flight in a socket is not seen
     (reading a CUDA program's /proc/PID/maps waited on its memory map's lock for seconds at a time, in
-    the middle of its run); io_uring, which could hold one too, is refused (seccomp.py).
+    the middle of its run), and only the disk's reserve bounds it (disk_low); io_uring, which could hold
+    one too, is refused (seccomp.py).
     TooManyDescriptors past MAX_DESCRIPTORS."""
     held, seen = {}, 0
     for pid in pids:
@@ -185,6 +217,13 @@ def held_bytes(pids: Sequence[int], dev: int) -> int:
                 if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and (st.st_dev == dev or os.major(st.st_dev) != 0):
                     held[(st.st_dev, st.st_ino)] = st.st_blocks * 512
     return sum(held.values())
+
+
+def _size(n: int) -> str:
+    """1073741824 -> "1 GiB", 201326592 -> "192 MiB", 2**40 -> "1,024 GiB"."""
+    if n < GIB:
+        return f"{n / (1 << 20):.0f} MiB"
+    return f"{n / GIB:.3g} GiB" if n < 100 * GIB else f"{n / GIB:,.0f} GiB"
 
 
 def output_limits(file_bytes: int = FILE_BYTES) -> None:
@@ -256,123 +295,3 @@ def _process_uids() -> set:
             except (OSError, ValueError):
                 pass
     return uids
-
-
-# ---------------------------------------------------------------------------------------------------
-# cgroups
-
-def cgroup_kind() -> Optional[str]:
-    """"v2" or "v1" where this process may make cgroups with memory and pids limits, else None."""
-    if os.geteuid() != 0:
-        return None
-    if (_CG_ROOT / "cgroup.controllers").is_file():
-        ctl = (_CG_ROOT / "cgroup.controllers").read_text().split()
-        return "v2" if {"memory", "pids"} <= set(ctl) and os.access(_CG_ROOT, os.W_OK) else None
-    if all(os.access(_CG_ROOT / c, os.W_OK) for c in ("memory", "pids")):
-        return "v1"
-    return None
-
-
-class Group:
-    """One run's cgroup(s): one folder on v2, one per controller on v1."""
-
-    def __init__(self, paths: list):
-        self.paths = paths
-
-    @classmethod
-    def make(cls, limits: Limits) -> "Group":
-        name = f"kit-{os.getpid()}-{next(_COUNTER)}"
-        try:
-            if limits.cgroups == "v2":
-                parent = _CG_ROOT / "kit-jails"
-                parent.mkdir(exist_ok=True)
-                (parent / "cgroup.subtree_control").write_text("+memory +pids")
-                d = parent / name
-                d.mkdir()
-                (d / "memory.max").write_text(str(limits.memory_bytes))
-                _try_write(d / "memory.swap.max", "0")
-                _try_write(d / "memory.oom.group", "1")
-                (d / "pids.max").write_text(str(limits.processes))
-                return cls([d])
-            mem, pids = _CG_ROOT / "memory" / "kit-jails" / name, _CG_ROOT / "pids" / "kit-jails" / name
-            mem.mkdir(parents=True)
-            pids.mkdir(parents=True)
-            (mem / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
-            _try_write(mem / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
-            (pids / "pids.max").write_text(str(limits.processes))
-            paths = [mem, pids]
-            # The CPU all its processes used, ended ones too (cpuacct.usage), which the judge reads to tell
-            # the program's own load from another program's; without it only the runner's threads count.
-            acct = next((_CG_ROOT / c for c in ("cpuacct", "cpu,cpuacct") if os.access(_CG_ROOT / c, os.W_OK)), None)
-            if acct is not None:
-                try:
-                    (acct / "kit-jails" / name).mkdir(parents=True)
-                    paths.append(acct / "kit-jails" / name)
-                except OSError:
-                    pass
-            return cls(paths)
-        except OSError as e:
-            raise OSError(f"cannot make the submission's cgroup: {e}") from None
-
-    def join(self) -> None:
-        """Called in the child before exec: it and all it starts belong to the group."""
-        for d in self.paths:
-            (d / "cgroup.procs").write_text(str(os.getpid()))
-
-    def pids(self) -> list:
-        out = []
-        for d in self.paths:
-            try:
-                out += [int(p) for p in (d / "cgroup.procs").read_text().split()]
-            except OSError:
-                pass
-        return out
-
-    def _count(self, file: str, key: str) -> int:
-        """`key`'s number in each of the group's folders' `file` ("key number" lines), added up; a folder
-        without the file (v1 keeps one controller's files per folder) adds nothing."""
-        n = 0
-        for d in self.paths:
-            try:
-                for line in (d / file).read_text().splitlines():
-                    k, _, v = line.partition(" ")
-                    if k == key:
-                        n += int(v)
-            except (OSError, ValueError):
-                pass
-        return n
-
-    def refused_forks(self) -> int:
-        """How many times pids.max refused a process or thread to the group so far (0 without cgroups)."""
-        return self._count("pids.events", "max")
-
-    def oom_killed(self) -> bool:
-        return self._count("memory.events", "oom_kill") + self._count("memory.oom_control", "oom_kill") > 0
-
-    def close(self) -> None:
-        """Kills whatever is left in the group, then removes it."""
-        for d in self.paths:
-            _try_write(d / "cgroup.kill", "1")
-        end = time.monotonic() + 10
-        while self.paths and time.monotonic() < end:
-            for pid in self.pids():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            left = []
-            for d in self.paths:
-                try:
-                    d.rmdir()
-                except OSError:
-                    left.append(d)
-            self.paths = left
-            if left:
-                time.sleep(0.02)
-
-
-def _try_write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text)
-    except OSError:
-        pass

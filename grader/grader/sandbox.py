@@ -141,6 +141,7 @@ class Proc:
         refused = None
         if self.jail is not None:
             env = {}
+            self.jail.limits.room_to_run(self.cwd)
             self.group = self.jail.limits.group()
             self.jail.prepare(self.cwd)
         else:

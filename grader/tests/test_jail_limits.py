@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from grader import protocol, sandbox
-from grader.limits import Limits, cgroup_kind
+from grader.cgroups import cgroup_kind
+from grader.limits import Limits
 from jail_box import Box
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from grader import checks, jail, judged, sandbox, tasks, workdir
-from grader.limits import Limits, cgroup_kind, jail_uid
+from grader.cgroups import cgroup_kind
+from grader.limits import Limits, jail_uid
 from jail_box import SYSTEM_PYTHON, as_user
 
 ROOT = tasks.ROOT

@@ -1,0 +1,135 @@
+"""A run's cgroup: where the grader may make one (root; cgroup v2, or v1's memory and pids controllers),
+every process a submission starts is held by one of its own, whose pids.max stops a fork bomb at its
+own count and whose memory.max holds all its processes together; the whole group is killed at the
+end (limits.py says what is bounded where no cgroup can be made)."""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .limits import Limits
+
+_CG_ROOT = Path("/sys/fs/cgroup")
+_COUNTER = itertools.count()
+
+
+def cgroup_kind() -> Optional[str]:
+    """"v2" or "v1" where this process may make cgroups with memory and pids limits, else None."""
+    if os.geteuid() != 0:
+        return None
+    if (_CG_ROOT / "cgroup.controllers").is_file():
+        ctl = (_CG_ROOT / "cgroup.controllers").read_text().split()
+        return "v2" if {"memory", "pids"} <= set(ctl) and os.access(_CG_ROOT, os.W_OK) else None
+    if all(os.access(_CG_ROOT / c, os.W_OK) for c in ("memory", "pids")):
+        return "v1"
+    return None
+
+
+class Group:
+    """One run's cgroup(s): one folder on v2, one per controller on v1."""
+
+    def __init__(self, paths: list):
+        self.paths = paths
+
+    @classmethod
+    def make(cls, limits: Limits) -> "Group":
+        name = f"kit-{os.getpid()}-{next(_COUNTER)}"
+        try:
+            if limits.cgroups == "v2":
+                parent = _CG_ROOT / "kit-jails"
+                parent.mkdir(exist_ok=True)
+                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+                d = parent / name
+                d.mkdir()
+                (d / "memory.max").write_text(str(limits.memory_bytes))
+                _try_write(d / "memory.swap.max", "0")
+                _try_write(d / "memory.oom.group", "1")
+                (d / "pids.max").write_text(str(limits.processes))
+                return cls([d])
+            mem, pids = _CG_ROOT / "memory" / "kit-jails" / name, _CG_ROOT / "pids" / "kit-jails" / name
+            mem.mkdir(parents=True)
+            pids.mkdir(parents=True)
+            (mem / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+            _try_write(mem / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+            (pids / "pids.max").write_text(str(limits.processes))
+            paths = [mem, pids]
+            # The CPU all its processes used, ended ones too (cpuacct.usage), which the judge reads to tell
+            # the program's own load from another program's; without it only the runner's threads count.
+            acct = next((_CG_ROOT / c for c in ("cpuacct", "cpu,cpuacct") if os.access(_CG_ROOT / c, os.W_OK)), None)
+            if acct is not None:
+                try:
+                    (acct / "kit-jails" / name).mkdir(parents=True)
+                    paths.append(acct / "kit-jails" / name)
+                except OSError:
+                    pass
+            return cls(paths)
+        except OSError as e:
+            raise OSError(f"cannot make the submission's cgroup: {e}") from None
+
+    def join(self) -> None:
+        """Called in the child before exec: it and all it starts belong to the group."""
+        for d in self.paths:
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+
+    def pids(self) -> list:
+        out = []
+        for d in self.paths:
+            try:
+                out += [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            except OSError:
+                pass
+        return out
+
+    def _count(self, file: str, key: str) -> int:
+        """`key`'s number in each of the group's folders' `file` ("key number" lines), added up; a folder
+        without the file (v1 keeps one controller's files per folder) adds nothing."""
+        n = 0
+        for d in self.paths:
+            try:
+                for line in (d / file).read_text().splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == key:
+                        n += int(v)
+            except (OSError, ValueError):
+                pass
+        return n
+
+    def refused_forks(self) -> int:
+        """How many times pids.max refused a process or thread to the group so far (0 without cgroups)."""
+        return self._count("pids.events", "max")
+
+    def oom_killed(self) -> bool:
+        return self._count("memory.events", "oom_kill") + self._count("memory.oom_control", "oom_kill") > 0
+
+    def close(self) -> None:
+        """Kills whatever is left in the group, then removes it."""
+        for d in self.paths:
+            _try_write(d / "cgroup.kill", "1")
+        end = time.monotonic() + 10
+        while self.paths and time.monotonic() < end:
+            for pid in self.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            left = []
+            for d in self.paths:
+                try:
+                    d.rmdir()
+                except OSError:
+                    left.append(d)
+            self.paths = left
+            if left:
+                time.sleep(0.02)
+
+
+def _try_write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError:
+        pass
