@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from . import build, grade, jail, protocol, report, sandbox, submissions, tasks, workdir
-from .limits import Limits
+from .limits import DiskLow, Limits
 from . import gpu as gpu_mod
 from .gpu import NoGpu
 from .tasks import Task, describe
@@ -205,7 +205,7 @@ def main(args) -> int:
                 if grade.build_stage(task, src, gpu.arch, work, result):
                     grade.gpu_stages(task, work, gpu, grade.Options(), result)
                 rec = json.loads(json.dumps(result.to_json(), default=str))
-            except (build.KitError, NoGpu, OSError) as e:
+            except (build.KitError, NoGpu, OSError, DiskLow) as e:
                 rec = not_graded(a, str(e))
             rec["isolation"] = isolation
             records.append(rec)

@@ -21,6 +21,7 @@ sys.path.insert(0, str(HERE.parent))  # the grader package, when run as a script
 
 from grader import build, grade, gpu as gpu_mod  # noqa: E402
 from grader.build import Forbidden  # noqa: E402
+from grader.limits import DiskLow  # noqa: E402
 from grader.results import GpuInfo  # noqa: E402
 
 FIXTURES = HERE / "fixtures"
@@ -62,6 +63,8 @@ def patches(folder: Path, calls: dict) -> dict:
         calls["build"].append(str(src))
         if "CRASH_THE_GRADER" in text:
             raise RuntimeError("something in the kit broke")
+        if "DISK_LOW" in text:  # as sandbox.Proc finds a disk below the jail's reserve
+            raise DiskLow(f"the disk holding {work} has less than 1 GiB free, which the jail keeps free")
         (work / "kernel.cu").write_text(text)
         (work / "scenario").write_text(_scenario(text))
         if "COMPILE_ERROR" in text:

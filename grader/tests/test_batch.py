@@ -207,6 +207,21 @@ def test_a_crash_while_grading_one_entry_costs_that_entry_only(fake_kit, tmp_pat
     assert rec["verdict"] == "not_graded" and "something in the kit broke" in rec["message"]
 
 
+def test_a_disk_below_the_jails_reserve_stops_the_batch_saying_to_make_room_and_the_next_run_goes_on(
+        fake_kit, tmp_path):
+    # Every later run would find the same disk: none is a student's verdict, and the next run goes on.
+    subs, out = make_class(tmp_path), tmp_path / "out"
+    (subs / "zz_last").mkdir()
+    (subs / "zz_last" / "kernel.cu").write_text("// DISK_LOW\n" + ENTRY)
+    with pytest.raises(tasks.TaskError, match=r"less than 1 GiB free.*run the same command again to go on"):
+        batch.main(args(subs, out))
+    assert not (out / "records" / "zz_last").exists()  # no verdict, not even "not graded"
+    (subs / "zz_last" / "kernel.cu").write_text(ENTRY)  # the TA made room
+    assert batch.main(args(subs, out)) == 0
+    book = {r["student"]: r for r in read_gradebook(out)}
+    assert book["zz_last"]["trmm"] == "100" and book["alice"]["trmm"] == "100"
+
+
 def test_verdicts_of_faults_forbidden_calls_and_an_early_exit_inside_a_batch(fake_kit, tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name, text in (("launch", kernel("block_64x64")), ("fault", kernel("illegal_address")),

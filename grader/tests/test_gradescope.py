@@ -136,6 +136,14 @@ def test_without_a_gpu_results_json_says_the_submission_was_not_graded(fake_kit,
     assert data["score"] == 0 and "no usable CUDA GPU" in data["output"]
 
 
+def test_a_disk_below_the_jails_reserve_gives_results_json_saying_not_graded_and_why(fake_kit, tmp_path):
+    a = autograder(tmp_path, {"kernel.cu": "// DISK_LOW\n" + ENTRY})
+    gradescope.main(a)
+    data = json.loads((a.root / "results" / "results.json").read_text())
+    check_schema(data)
+    assert data["score"] == 0 and "less than 1 GiB free" in data["output"], data["output"]
+
+
 def test_a_submission_with_1200_nested_folders_beside_kernel_cu_is_graded_and_its_results_name_the_folders_not_read(fake_kit, tmp_path):
     # 1,200 nested folders beside kernel.cu (a path of 2,400 characters, under PATH_MAX): the walk
     # raised RecursionError out of the autograder (pathlib's walk recursed before Python 3.12), and

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import build, grade, judged, protocol, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
+from ..limits import DiskLow
 from ..report import write_record
 from .gpus import Closed
 from .state import now, plain
@@ -66,6 +67,13 @@ def neighbourly(result) -> bool:
         return False
     failed = next((c for c in result.cases if c.verdict != grade.Verdict.CORRECT), None)
     return not (failed is not None and judged.over_own_limit(failed.message))
+
+
+def disk_low(e: DiskLow) -> tasks.TaskError:
+    """The batch stops on a disk below the jail's reserve: every later run would find the same disk,
+    and none of them is a student's verdict."""
+    return tasks.TaskError(f"{e}; the batch stopped here: what was graded is saved, run the same command "
+                           f"again to go on")
 
 
 class Steps:
@@ -125,6 +133,8 @@ class Stages:
                 # (a compiler diagnostic of a line, a symbol defined twice) counts at once.
                 with self.steps.alone():
                     job.built = self._build_once(job, task)
+        except DiskLow as e:
+            raise disk_low(e) from None
         except Exception as e:  # noqa: BLE001 - whatever happens costs this submission only
             job.error = f"the build stage failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0
@@ -205,6 +215,8 @@ class Stages:
                                       f"again to go on") from None
         except build.KitError as e:  # the kit's own words ("the machine is too busy to time trmm: ...")
             job.error = str(e)
+        except DiskLow as e:
+            raise disk_low(e) from None
         except Exception as e:  # noqa: BLE001
             job.error = f"the GPU stages failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0
