@@ -227,9 +227,12 @@ def _size(n: int) -> str:
 
 
 def output_limits(file_bytes: int = FILE_BYTES) -> None:
-    """In the child, for every program the grader runs: no file past `file_bytes`, no core dump."""
+    """In the child, for every program the grader runs: no file past `file_bytes`, no core dump. A core
+    limit of 0 still starts a core_pattern's "|program" (as root, outside any jail, reading the crashed
+    program's memory); 1 is the kernel's value for "no dump, not even to a pipe" (seccomp.py keeps a
+    jailed program from changing it)."""
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (1, 1))
 
 
 def jail_uid(uids: Optional[Sequence[int]] = None) -> int:

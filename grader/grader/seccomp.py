@@ -9,6 +9,10 @@ take disk that such looks cannot bound, and no CUDA program needs either:
   posix_fallocate then writes the bytes, at the speed the looks are made for.
 - io_uring keeps a file registered with it open with no descriptor left: deleted and closed, the
   file is in no folder and no descriptor table. Refused with ENOSYS, as by a kernel built without it.
+And one that reaches out of the jail: a crash under a core_pattern of "|program" (apport, systemd-
+coredump) starts that program as root, outside the jail, reading the crashed program's memory, for
+any RLIMIT_CORE but 1, which every jailed program gets (limits.output_limits). A change to RLIMIT_CORE
+(setrlimit, prlimit64 with a new value) is refused with EPERM; reading it is not.
 
 The filter is classic BPF (what seccomp(2) takes), written out here rather than through libseccomp,
 which would be one more library on the TA's machine. It checks the architecture first: a 64-bit x86
@@ -21,47 +25,87 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from dataclasses import dataclass
+from typing import Optional
 
-# struct seccomp_data: the call's number at offset 0, its architecture (AUDIT_ARCH_*) at offset 4.
-_NR, _ARCH = 0, 4
+# struct seccomp_data: the call's number at offset 0, its architecture (AUDIT_ARCH_*) at 4, and its six
+# arguments from 16, 8 bytes each, the low half first (x86 and ARM are little-endian).
+_NR, _ARCH, _ARGS = 0, 4, 16
 _X32_BIT = 0x4000_0000
 _LD_W_ABS, _JEQ_K, _AND_K, _RET_K = 0x20, 0x15, 0x54, 0x06
 _ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF_0000, 0x8000_0000, 0x0005_0000
+RLIMIT_CORE = 4
 
-IO_URING = (425, 426, 427)
-"""io_uring_setup, io_uring_enter and io_uring_register: the same number on every architecture."""
-ARCHITECTURES = {
-    0xC000_003E: 285,  # x86_64 (and x32, with _X32_BIT masked off)
-    0x4000_0003: 324,  # i386: a 64-bit x86 program's int 0x80
-    0xC000_00B7: 47,   # aarch64 (Grace Hopper)
-    0x4000_0028: 352,  # arm: an aarch64 kernel's 32-bit programs
+X86_64, I386, AARCH64, ARM = 0xC000_003E, 0x4000_0003, 0xC000_00B7, 0x4000_0028
+NUMBERS = {
+    X86_64: {"fallocate": 285, "setrlimit": 160, "prlimit64": 302},   # x32 too, _X32_BIT masked off
+    I386: {"fallocate": 324, "setrlimit": 75, "prlimit64": 340},      # a 64-bit x86 program's int 0x80
+    AARCH64: {"fallocate": 47, "setrlimit": 164, "prlimit64": 261},   # Grace Hopper
+    ARM: {"fallocate": 352, "setrlimit": 75, "prlimit64": 369},       # an aarch64 kernel's 32-bit programs
 }
-"""AUDIT_ARCH_* -> that architecture's number for fallocate."""
+"""AUDIT_ARCH_* -> the numbers of the refused calls that differ between architectures."""
+IO_URING = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
+"""The same on every architecture."""
 MACHINES = ("x86_64", "aarch64")
 """The machines (platform.machine()) whose programs the filter knows: their own architectures and the
 32-bit ones their kernels may also run."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    call: str
+    """The call's name, as NUMBERS or IO_URING has it."""
+    errno: int
+    """What the call returns instead."""
+    resource_arg: Optional[int] = None
+    """Refused only where this argument is RLIMIT_CORE (None: always)."""
+    new_arg: Optional[int] = None
+    """... and this one, a pointer to the new limit, is not NULL (None: whatever it is)."""
+
+
+RULES = (
+    Rule("fallocate", errno.EOPNOTSUPP),
+    Rule("io_uring_setup", errno.ENOSYS),
+    Rule("io_uring_enter", errno.ENOSYS),
+    Rule("io_uring_register", errno.ENOSYS),
+    Rule("setrlimit", errno.EPERM, resource_arg=0),
+    Rule("prlimit64", errno.EPERM, resource_arg=1, new_arg=2),
+)
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+def _rule(arch: int, rule: Rule) -> list:
+    """The instructions of one rule: they return its errno where the call is it and its arguments say
+    so, and otherwise go on to the instruction after them."""
+    nr = (NUMBERS[arch] | IO_URING)[rule.call]
+    head = [_op(_LD_W_ABS, _NR)] + ([_op(_AND_K, ~_X32_BIT & 0xFFFF_FFFF)] if arch == X86_64 else [])
+    tests = [(nr, [])]  # (value, the instructions that load what is compared with it); the number first
+    if rule.resource_arg is not None:
+        tests.append((RLIMIT_CORE, [_op(_LD_W_ABS, _ARGS + 8 * rule.resource_arg)]))
+    tail = []
+    if rule.new_arg is not None:  # NULL is both halves zero: either half set is a new limit
+        low = _ARGS + 8 * rule.new_arg
+        tail = [_op(_LD_W_ABS, low), _op(_JEQ_K, 0, jt=0, jf=2), _op(_LD_W_ABS, low + 4), _op(_JEQ_K, 0, jt=1)]
+    tail.append(_op(_RET_K, _ERRNO | rule.errno))
+    # Each test jumps past the rest of the rule where its value differs.
+    after = len(tail) + sum(len(loads) + 1 for _, loads in tests)
+    ops = head
+    for value, loads in tests:
+        ops += loads
+        after -= len(loads) + 1
+        ops.append(_op(_JEQ_K, value, jt=0, jf=after))
+    return ops + tail
+
+
 def program() -> bytes:
     """The filter, as the bytes of its sock_filter array."""
     ops = [_op(_LD_W_ABS, _ARCH)]
-    for arch, fallocate in ARCHITECTURES.items():
-        refused = [(fallocate, errno.EOPNOTSUPP)] + [(nr, errno.ENOSYS) for nr in IO_URING]
-        # The block of one architecture: its number, then one test per refused call, then allow.
-        block = [_op(_LD_W_ABS, _NR)]
-        if arch == 0xC000_003E:
-            block.append(_op(_AND_K, ~_X32_BIT & 0xFFFF_FFFF))
-        for nr, _ in refused:
-            # To this call's return: past the tests after it, the allow, and the returns before its own.
-            block.append(_op(_JEQ_K, nr, jt=len(refused)))
-        block.append(_op(_RET_K, _ALLOW))
-        block += [_op(_RET_K, _ERRNO | e) for _, e in refused]
-        ops.append(_op(_JEQ_K, arch, jt=0, jf=len(block)))
-        ops += block
+    for arch in NUMBERS:
+        block = [op for rule in RULES for op in _rule(arch, rule)] + [_op(_RET_K, _ALLOW)]
+        ops += [_op(_JEQ_K, arch, jt=0, jf=len(block))] + block
     ops.append(_op(_RET_K, _KILL_PROCESS))
     return b"".join(ops)
 

@@ -1,9 +1,15 @@
-"""Calls the jail refuses (seccomp.py): each takes disk that the grader's looks at a run cannot see
-or cannot see in time, and no CUDA program needs it. Each test is an attack that succeeds without the
-filter. Needs bubblewrap and gcc; the GPU batch test grades the same attack as a kernel.cu
-(fixtures/batch/hostile/preallocate.cu), which also shows that CUDA runs under the filter."""
+"""Calls the jail refuses (seccomp.py): those that take disk the grader's looks at a run cannot see,
+or cannot see in time, and any change to the core dump limit, which would let a crash start the
+machine's core handler outside the jail. No CUDA program needs them. Each test is an attack that
+succeeds without the filter. Needs bubblewrap and gcc; the GPU batch test grades the same attacks as
+kernel.cu files (fixtures/batch/hostile/preallocate.cu, core_dump.cu), which also show that CUDA runs
+under the filter."""
 import errno
+import os
 import shutil
+import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +129,49 @@ def test_the_jail_is_not_opened_on_a_machine_whose_system_calls_the_filter_does_
     monkeypatch.setattr(jail.platform, "machine", lambda: "ppc64le")
     with pytest.raises(jail.JailError, match="x86_64, aarch64 machines, not of this ppc64le one"):
         jail.find(tasks.ROOT / "harness" / "include")
+
+
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+
+
+@pytest.fixture
+def core_handler(tmp_path):
+    """The machine's core handler, for the test: a pipe to a script that notes each crash it is started
+    for; the machine's own is put back after. Needs root and a core_pattern it may write."""
+    if os.geteuid() != 0 or not os.access(CORE_PATTERN, os.W_OK):
+        pytest.skip("needs root and a writable /proc/sys/kernel/core_pattern")
+    seen = tmp_path / "cores"
+    script = tmp_path / "core-handler"
+    script.write_text(f"#!/bin/sh\necho \"$1\" >> {seen}\ncat > /dev/null\n")
+    script.chmod(0o755)
+    before = CORE_PATTERN.read_text()
+    CORE_PATTERN.write_text(f"|{script} %e")
+    try:
+        yield seen
+    finally:
+        CORE_PATTERN.write_text(before)
+
+
+@pytest.mark.parametrize("limit", ["as_set", "lowered", "lowered_through_prlimit"])
+def test_a_program_that_crashes_in_the_jail_never_starts_the_machines_core_handler(box, core_handler, limit):
+    # A core_pattern of "|program" (apport on Ubuntu, systemd-coredump) starts that program as root,
+    # outside the jail, with the crashed program's memory on its standard input, whatever RLIMIT_CORE
+    # says but 1: the program chooses what a root process of the TA's machine reads. The jail sets 1
+    # and refuses any change to it (a limit of 0 starts the handler again).
+    r = box.run("""
+        #include <sys/resource.h>
+        int main(int argc, char** argv) {
+            struct rlimit zero = {0, 0};
+            int changed = 0;
+            if (!strcmp(getenv("LIMIT"), "lowered")) changed = setrlimit(RLIMIT_CORE, &zero) == 0;
+            if (!strcmp(getenv("LIMIT"), "lowered_through_prlimit")) changed = prlimit(0, RLIMIT_CORE, &zero, 0) == 0;
+            struct rlimit now; getrlimit(RLIMIT_CORE, &now);
+            printf("changed %d, core limit %ld\\n", changed, (long) now.rlim_cur);
+            fflush(stdout);
+            *(volatile int*) 0 = 1;
+            return 0;
+        }""".replace('getenv("LIMIT")', f'"{limit}"'))
+    assert r.returncode == -signal.SIGSEGV, r
+    time.sleep(0.5)  # the handler would have been started by now
+    assert not core_handler.exists(), f"the core handler ran for {core_handler.read_text().split()}: {r.output}"
+    assert "changed 0, core limit 1" in r.output
