@@ -115,7 +115,7 @@ def descriptor() -> int:
     bubblewrap reads it to its end. The caller passes it on (pass_fds) and closes it."""
     r, w = os.pipe()
     try:
-        os.write(w, program())  # a few hundred bytes: far within a pipe's buffer
+        os.write(w, program())  # under a kilobyte: far within a pipe's buffer
     finally:
         os.close(w)
     return r
