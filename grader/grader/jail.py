@@ -176,7 +176,9 @@ class Jail:
         for p in read_only:  # after the work folder: a file inside it (the runner) is bound over itself
             if not (shows_system and _under_system(p)):
                 a += _ro(p)
-        a += ["--chdir", str(work), "--"]
+        # The empty root and /dev are memory the run could fill past any limit where no cgroup holds its
+        # memory (600 MiB each went there under a 16 MiB /tmp): read-only, last, over what is bound in them.
+        a += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(work), "--"]
         return a + [str(c) for c in cmd]
 
     def describe(self) -> dict:
@@ -241,6 +243,12 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise JailError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+    socket_handler = core_socket()
+    if socket_handler:
+        raise JailError(f"this machine sends core dumps to a socket ({CORE_PATTERN} is {socket_handler!r}): the kernel "
+                        f"then hands a crashed program's memory to a root process outside the jail whatever its core "
+                        f"limit, and a graded program can crash on purpose. Set a file name or a |program there "
+                        f"(sysctl kernel.core_pattern=core), or pass --no-isolation for debugging only")
     if platform.machine() not in seccomp.MACHINES:
         raise JailError(f"the jail knows the system calls of {', '.join(seccomp.MACHINES)} machines, not of this "
                         f"{platform.machine()} one: grade on one of those, or pass --no-isolation for debugging only")
@@ -259,6 +267,20 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
         jail.include = jail.expose(include)
     check_namespaces(jail)
     return jail
+
+
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+
+
+def core_socket() -> str:
+    """The machine's core_pattern where it names a socket ("@/path", Linux 6.16 and later), else "". A
+    core limit of 1 keeps the kernel from starting a "|program" handler (limits.output_limits), not
+    from writing to a socket."""
+    try:
+        pattern = CORE_PATTERN.read_text().strip()
+    except OSError:
+        return ""
+    return pattern if pattern.startswith("@") else ""
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,7 +6,8 @@ take disk that such looks cannot bound, and no CUDA program needs either:
 - fallocate reserves gigabytes in milliseconds, before the next look; with FALLOC_FL_KEEP_SIZE it
   reserves blocks past a file's end, which RLIMIT_FSIZE does not bound, even on the run's own log
   outside the work folder. Refused with EOPNOTSUPP, the answer of a filesystem without it: glibc's
-  posix_fallocate then writes the bytes, at the speed the looks are made for.
+  posix_fallocate then writes the bytes, at the speed the looks are made for. So are the ioctls that
+  reach the same code on any filesystem (FS_IOC_RESVSP, FS_IOC_RESVSP64, FS_IOC_ZERO_RANGE).
 - io_uring keeps a file registered with it open with no descriptor left: deleted and closed, the
   file is in no folder and no descriptor table. Refused with ENOSYS, as by a kernel built without it.
 And one that reaches out of the jail: a crash under a core_pattern of "|program" (apport, systemd-
@@ -36,12 +37,16 @@ _LD_W_ABS, _JEQ_K, _AND_K, _RET_K = 0x20, 0x15, 0x54, 0x06
 _ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF_0000, 0x8000_0000, 0x0005_0000
 RLIMIT_CORE = 4
 
+PREALLOCATING_IOCTLS = (0x4030_5828, 0x4030_582A, 0x4030_5839, 0x402C_5828, 0x402C_582A, 0x402C_5839)
+"""FS_IOC_RESVSP, FS_IOC_RESVSP64 and FS_IOC_ZERO_RANGE (_IOW('X', 40, 42, 57, struct space_resv)), with
+the structure's 48 bytes of a 64-bit program and its 44 of a 32-bit one: fallocate by another name."""
+
 X86_64, I386, AARCH64, ARM = 0xC000_003E, 0x4000_0003, 0xC000_00B7, 0x4000_0028
-NUMBERS = {
-    X86_64: {"fallocate": 285, "setrlimit": 160, "prlimit64": 302},   # x32 too, _X32_BIT masked off
-    I386: {"fallocate": 324, "setrlimit": 75, "prlimit64": 340},      # a 64-bit x86 program's int 0x80
-    AARCH64: {"fallocate": 47, "setrlimit": 164, "prlimit64": 261},   # Grace Hopper
-    ARM: {"fallocate": 352, "setrlimit": 75, "prlimit64": 369},       # an aarch64 kernel's 32-bit programs
+NUMBERS = {  # x86_64's serve x32 too, _X32_BIT masked off; i386 is a 64-bit x86 program's int 0x80
+    X86_64: {"fallocate": 285, "ioctl": 16, "setrlimit": 160, "prlimit64": 302},
+    I386: {"fallocate": 324, "ioctl": 54, "setrlimit": 75, "prlimit64": 340},
+    AARCH64: {"fallocate": 47, "ioctl": 29, "setrlimit": 164, "prlimit64": 261},  # Grace Hopper
+    ARM: {"fallocate": 352, "ioctl": 54, "setrlimit": 75, "prlimit64": 369},  # an aarch64 kernel's 32-bit programs
 }
 """AUDIT_ARCH_* -> the numbers of the refused calls that differ between architectures."""
 IO_URING = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
@@ -57,19 +62,21 @@ class Rule:
     """The call's name, as NUMBERS or IO_URING has it."""
     errno: int
     """What the call returns instead."""
-    resource_arg: Optional[int] = None
-    """Refused only where this argument is RLIMIT_CORE (None: always)."""
+    arg: Optional[int] = None
+    """Refused only where this argument (its low 32 bits) is one of `values` (None: always)."""
+    values: tuple = ()
     new_arg: Optional[int] = None
-    """... and this one, a pointer to the new limit, is not NULL (None: whatever it is)."""
+    """... and this one, a pointer to a new limit, is not NULL (None: whatever it is)."""
 
 
 RULES = (
     Rule("fallocate", errno.EOPNOTSUPP),
+    Rule("ioctl", errno.EOPNOTSUPP, arg=1, values=PREALLOCATING_IOCTLS),
     Rule("io_uring_setup", errno.ENOSYS),
     Rule("io_uring_enter", errno.ENOSYS),
     Rule("io_uring_register", errno.ENOSYS),
-    Rule("setrlimit", errno.EPERM, resource_arg=0),
-    Rule("prlimit64", errno.EPERM, resource_arg=1, new_arg=2),
+    Rule("setrlimit", errno.EPERM, arg=0, values=(RLIMIT_CORE,)),
+    Rule("prlimit64", errno.EPERM, arg=1, values=(RLIMIT_CORE,), new_arg=2),
 )
 
 
@@ -80,24 +87,21 @@ def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 def _rule(arch: int, rule: Rule) -> list:
     """The instructions of one rule: they return its errno where the call is it and its arguments say
     so, and otherwise go on to the instruction after them."""
-    nr = (NUMBERS[arch] | IO_URING)[rule.call]
-    head = [_op(_LD_W_ABS, _NR)] + ([_op(_AND_K, ~_X32_BIT & 0xFFFF_FFFF)] if arch == X86_64 else [])
-    tests = [(nr, [])]  # (value, the instructions that load what is compared with it); the number first
-    if rule.resource_arg is not None:
-        tests.append((RLIMIT_CORE, [_op(_LD_W_ABS, _ARGS + 8 * rule.resource_arg)]))
     tail = []
+    if rule.arg is not None:  # one of the values: on to the rest; none of them: out
+        tail.append(_op(_LD_W_ABS, _ARGS + 8 * rule.arg))
+        last = len(rule.values) - 1
+        tail += [_op(_JEQ_K, v, jt=last - i) for i, v in enumerate(rule.values[:-1])] + [None]
     if rule.new_arg is not None:  # NULL is both halves zero: either half set is a new limit
         low = _ARGS + 8 * rule.new_arg
-        tail = [_op(_LD_W_ABS, low), _op(_JEQ_K, 0, jt=0, jf=2), _op(_LD_W_ABS, low + 4), _op(_JEQ_K, 0, jt=1)]
+        tail += [_op(_LD_W_ABS, low), _op(_JEQ_K, 0, jt=0, jf=2), _op(_LD_W_ABS, low + 4), _op(_JEQ_K, 0, jt=1)]
     tail.append(_op(_RET_K, _ERRNO | rule.errno))
-    # Each test jumps past the rest of the rule where its value differs.
-    after = len(tail) + sum(len(loads) + 1 for _, loads in tests)
-    ops = head
-    for value, loads in tests:
-        ops += loads
-        after -= len(loads) + 1
-        ops.append(_op(_JEQ_K, value, jt=0, jf=after))
-    return ops + tail
+    if None in tail:
+        at = tail.index(None)
+        tail[at] = _op(_JEQ_K, rule.values[-1], jt=0, jf=len(tail) - at - 1)
+    nr = (NUMBERS[arch] | IO_URING)[rule.call]
+    head = [_op(_LD_W_ABS, _NR)] + ([_op(_AND_K, ~_X32_BIT & 0xFFFF_FFFF)] if arch == X86_64 else [])
+    return head + [_op(_JEQ_K, nr, jt=0, jf=len(tail))] + tail
 
 
 def program() -> bytes:

@@ -11,7 +11,7 @@ import pytest
 from grader import protocol, sandbox
 from grader.cgroups import cgroup_kind
 from grader.limits import Limits
-from jail_box import Box
+from jail_box import Box, small_limits
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
                                 reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
@@ -218,3 +218,31 @@ def test_a_run_holding_descriptors_in_every_thread_is_stopped_at_once_not_let_pa
         pytest.skip(f"the hard limit on open files here ({held + 4}) is too low for this attack")
     assert r.seconds < 4, f"a 1 s time limit held the grader for {r.seconds:.1f} s"
     assert r.stopped_for == "held more than 65,536 open files across its threads", r
+
+
+def test_without_a_cgroup_a_run_cannot_fill_the_jails_own_root_or_dev_with_memory(tmp_path):
+    # Where no cgroup can be made (a TA who is not root), /tmp's size bounds a run's files in memory; but
+    # bubblewrap's empty root and its /dev are memory too, writable by the jailed user and of no size:
+    # 600 MiB went into each under a 16 MiB /tmp and a 256 MiB RLIMIT_DATA, memory no process holds,
+    # which the out-of-memory killer cannot take back.
+    box = Box(tmp_path, small_limits())
+    box.jail.limits.cgroups = None  # as cgroup_kind() says for a grader that is not root
+    try:
+        r = box.run("""
+        static long fill_at(const char* p, long mib) {
+            static char buf[1 << 20];
+            memset(buf, 1, sizeof buf);
+            int fd = open(p, O_CREAT | O_WRONLY, 0644);
+            long n = 0;
+            while (fd >= 0 && n < mib && write(fd, buf, sizeof buf) == sizeof buf) n++;
+            return n;
+        }
+        int main(void) {
+            long root = fill_at("/big", 600), dev = fill_at("/dev/big", 600), tmp = fill_at("/tmp/big", 600);
+            printf("root %ld dev %ld tmp %ld null %d\\n", root, dev, tmp, (int) write(open("/dev/null", O_WRONLY), "x", 1));
+            return 0;
+        }""")
+    finally:
+        sandbox.confine(None)
+        protocol.clear(box.root)
+    assert "root 0 dev 0 tmp 16 null 1" in r.output, r

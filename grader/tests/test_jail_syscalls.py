@@ -8,14 +8,15 @@ import errno
 import os
 import shutil
 import signal
+import socket
+import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from grader import jail, protocol, sandbox, tasks
 from grader.limits import Limits
-from jail_box import Box
+from jail_box import Box, small_limits
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
                                 reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
@@ -52,6 +53,59 @@ def test_no_file_holds_more_disk_than_the_file_size_limit_not_even_the_runs_own_
             int fd = open("big.bin", O_CREAT | O_WRONLY, 0644);
             printf("keep_size %d\\n", fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 256L << 20));
             printf("stdout %d\\n", fallocate(1, FALLOC_FL_KEEP_SIZE, 0, 256L << 20));
+            return 0;
+        }""")
+        held = {p.name: p.stat().st_blocks * 512 for p in [box.work / "big.bin", tmp_path / "log"] if p.exists()}
+    finally:
+        sandbox.confine(None)
+        protocol.clear(box.root)
+    assert held and all(b <= 32 << 20 for b in held.values()), f"past the 32 MiB file limit: {held}, {r}"
+
+
+PREALLOCATE_BY_IOCTL = """
+    #include <sys/ioctl.h>
+    #include <stdint.h>
+    /* The XFS-era ioctls, which hand any filesystem's file to the code of fallocate, with
+       FALLOC_FL_KEEP_SIZE: fallocate without the fallocate call. */
+    struct space_resv { int16_t l_type, l_whence; int64_t l_start, l_len; int32_t l_sysid; uint32_t l_pid;
+                        int32_t l_pad[4]; };
+    static int reserve(int fd, int nr, long bytes) {
+        struct space_resv sr = {0};
+        sr.l_len = bytes;
+        return ioctl(fd, _IOW('X', nr, struct space_resv), &sr);
+    }
+"""
+
+
+@pytest.mark.parametrize("ioctl", [40, 42, 57], ids=["FS_IOC_RESVSP", "FS_IOC_RESVSP64", "FS_IOC_ZERO_RANGE"])
+def test_a_program_cannot_take_gigabytes_of_disk_at_once_through_an_ioctl_either(box, ioctl):
+    # 2 GiB in 3.5 ms under a 64 MiB limit through FS_IOC_RESVSP64, with fallocate refused.
+    r = box.run(PREALLOCATE_BY_IOCTL + """
+        int main(void) {
+            long got = 0;
+            int refused = 0;
+            for (int f = 0; f < 8; f++) {
+                char name[32]; snprintf(name, sizeof name, "pre-%d.bin", f);
+                int fd = open(name, O_CREAT | O_WRONLY, 0644);
+                if (reserve(fd, NR, 256L << 20) == 0) got += 256;
+                else refused += errno == EOPNOTSUPP;
+            }
+            printf("allocated %ld MiB, refused %d\\n", got, refused);
+            return 0;
+        }""".replace("NR", str(ioctl)))
+    assert "allocated 0 MiB, refused 8" in r.output, r
+
+
+def test_no_file_holds_more_disk_than_the_file_size_limit_through_an_ioctl_either(tmp_path):
+    # FS_IOC_RESVSP64 always keeps the size: big.bin and the run's log each held 256 MiB at size 0
+    # under a 32 MiB file limit.
+    box = Box(tmp_path, Limits(processes=64, memory_bytes=256 << 20, disk_bytes=1 << 30, files=500,
+                               tmp_bytes=16 << 20, file_bytes=32 << 20))
+    try:
+        r = box.run(PREALLOCATE_BY_IOCTL + """
+        int main(void) {
+            int fd = open("big.bin", O_CREAT | O_WRONLY, 0644);
+            printf("file %d stdout %d\\n", reserve(fd, 42, 256L << 20), reserve(1, 42, 256L << 20));
             return 0;
         }""")
         held = {p.name: p.stat().st_blocks * 512 for p in [box.work / "big.bin", tmp_path / "log"] if p.exists()}
@@ -131,7 +185,7 @@ def test_the_jail_is_not_opened_on_a_machine_whose_system_calls_the_filter_does_
         jail.find(tasks.ROOT / "harness" / "include")
 
 
-CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+CORE_PATTERN = jail.CORE_PATTERN
 
 
 @pytest.fixture
@@ -178,3 +232,67 @@ def test_a_program_that_crashes_in_the_jail_never_starts_the_machines_core_handl
     started = core_handler.read_text().split() if core_handler.exists() else []
     assert name not in started, f"the core handler ran for {name}: {r.output}"
     assert "changed 0, core limit 1" in r.output
+
+
+@pytest.fixture
+def core_socket(tmp_path):
+    """A core_pattern of "@socket" (Linux 6.16 and later: the kernel connects to a listening socket as
+    root and writes the core there; systemd-coredump.socket can serve one), served by a thread that
+    counts each core's bytes. The machine's own pattern is put back after."""
+    if os.geteuid() != 0 or not os.access(CORE_PATTERN, os.W_OK):
+        pytest.skip("needs root and a writable /proc/sys/kernel/core_pattern")
+    path = tmp_path / "core.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen(4)
+    server.settimeout(0.2)
+    cores, done = [], threading.Event()
+
+    def serve():
+        while not done.is_set():
+            try:
+                c, _ = server.accept()
+            except OSError:
+                continue
+            c.settimeout(2)
+            n = 0
+            try:
+                while data := c.recv(1 << 20):
+                    n += len(data)
+            except OSError:
+                pass
+            c.close()
+            cores.append(n)
+
+    t = threading.Thread(target=serve)
+    t.start()
+    before = CORE_PATTERN.read_text()
+    try:
+        CORE_PATTERN.write_text(f"@{path}")
+        if not CORE_PATTERN.read_text().startswith("@"):
+            pytest.skip("this kernel takes no socket in core_pattern")
+        yield cores
+    finally:
+        CORE_PATTERN.write_text(before)
+        done.set()
+        t.join()
+        server.close()
+
+
+def test_no_program_is_jailed_on_a_machine_that_sends_core_dumps_to_a_socket(tmp_path, core_socket):
+    # A socket handler gets the crashed program's whole memory for any core limit (450,560 bytes of a
+    # jailed crash under a limit of 1, on Linux 6.18): the jail is not opened on such a machine.
+    try:
+        jail.find(tasks.ROOT / "harness" / "include")
+    except jail.JailError as e:
+        assert "sends core dumps to a socket" in str(e) and "kernel.core_pattern=core" in str(e)
+    else:  # the attack: a jailed crash
+        box = Box(tmp_path, small_limits())
+        try:
+            box.run("int main(void) { *(volatile int*) 0 = 1; return 0; }")
+        finally:
+            sandbox.confine(None)
+            protocol.clear(box.root)
+        time.sleep(1)
+    assert core_socket == [], f"a root core handler outside the jail read {core_socket} bytes of a jailed crash"
