@@ -235,6 +235,47 @@ def test_a_check_stopped_for_writing_past_its_folders_limit_or_forking_past_its_
         assert checks.count(who) == 2 and rec["verdict"] == "correct", who
 
 
+def test_a_grading_stopped_for_the_disks_reserve_or_refused_a_start_by_it_is_graded_again_with_nothing_else_running(
+        fake_kit, tmp_path, monkeypatch):
+    """The disk is shared by every build, check and timing of the batch, on every GPU: one run can take
+    it below the jail's reserve and another be stopped for it (a reviewer's attack: a check on another
+    GPU, or beside a timing, is not run again for a fault). Such a grading's GPU stages run again with
+    nothing else of the batch running, and that verdict counts."""
+    from grader import judged
+    from grader.limits import DISK_LOW, DiskLow
+    from grader.results import CaseResult
+    stages = Stages(monkeypatch)
+    real_decide = stages.decide
+    tries, beside = {}, {}
+    stop = f"{judged.STOPPED}ran {DISK_LOW} 1 GiB free"
+
+    def short_of_disk(kind, who, real, task, work, gpu, opts, result):
+        n = tries[kind, who] = tries.get((kind, who), 0) + 1
+        with stages.lock:
+            beside[kind, who, n] = sorted(stages.checking - {who}) + ["timing"] * (stages.timing - (kind == "timing"))
+        if n == 1 and (kind, who) == ("check", "checked"):
+            result.cases = [CaseResult("n1", {"n": 1}, grade.Verdict.RUNTIME_ERROR, stop)]
+            result.verdict, result.message, result.score = grade.Verdict.RUNTIME_ERROR, f"case n1: {stop}", 0.0
+            return False
+        if n == 1 and (kind, who) == ("timing", "timed"):
+            result.verdict, result.message = grade.Verdict.RUNTIME_ERROR, f"in the timed runs: {stop}"
+            result.score = result.correctness_points
+            return result
+        if n == 1 and (kind, who) == ("check", "refused"):
+            raise DiskLow("the disk holding the work folder has less than 1 GiB free")
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = short_of_disk
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("checked", "timed", "refused", "n1", "n2"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out, ("checks_per_gpu", 4), ("jobs", 5))) == 0
+    for who, kind in (("checked", "check"), ("timed", "timing"), ("refused", "check")):
+        rec = json.loads((out / "records" / who / "trmm.json").read_text())
+        assert rec["verdict"] == "correct" and rec["score"] == 100, (who, rec["message"])
+        assert tries[kind, who] == 2 and beside[kind, who, 2] == [], (who, beside)
+
+
 def test_a_batch_s_burst_gap_reaches_every_timed_plan_the_library_s_too_and_each_record_says_it(fake_kit, tmp_path,
                                                                                                  monkeypatch):
     from grader import judged

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import build, grade, judged, protocol, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
-from ..limits import DiskLow
+from ..limits import DISK_LOW, DiskLow
 from ..report import write_record
 from .gpus import Closed
 from .state import now, plain
@@ -47,6 +47,10 @@ class Job:
     """Seconds its timing took (0: not timed)."""
     checked_alone: bool = False
     """Its checks failed beside another submission's, to be run again with the GPU to itself."""
+    alone: bool = False
+    """The disk fell below the jail's reserve while it ran, or was below it when a run was to start:
+    maybe another submission's doing, so its GPU stages run again with nothing else of the batch
+    running (a stop for the reserve then is its own; a disk still short stops the batch)."""
 
     @property
     def key(self) -> str:
@@ -67,6 +71,11 @@ def neighbourly(result) -> bool:
         return False
     failed = next((c for c in result.cases if c.verdict != grade.Verdict.CORRECT), None)
     return not (failed is not None and judged.over_own_limit(failed.message))
+
+
+def short_of_disk(result) -> bool:
+    """Whether a run of this grading was stopped for the disk's reserve (limits.DISK_LOW)."""
+    return result is not None and (DISK_LOW in result.message or any(DISK_LOW in c.message for c in result.cases))
 
 
 def disk_low(e: DiskLow) -> tasks.TaskError:
@@ -122,8 +131,12 @@ class Stages:
         try:
             job.work.mkdir(parents=True)
             # Beside timings: on CPUs they do not use, and even there a CPU only when nothing else wants it.
-            with self.steps.shared(), sandbox.idle_builds(), sandbox.on_cpus(self.shared_cpus):
-                job.built = self._build_once(job, task)
+            try:
+                with self.steps.shared(), sandbox.idle_builds(), sandbox.on_cpus(self.shared_cpus):
+                    job.built = self._build_once(job, task)
+            except DiskLow:  # maybe another run's doing: again once nothing else runs (short then: the batch stops)
+                with self.steps.alone():
+                    job.built = self._build_once(job, task)
             if (not job.built and job.result.verdict == grade.Verdict.BUILD_ERROR
                     and not build.source_error(job.result.build_log)):
                 # Another submission's load (a fork bomb, a full disk) can make a build fail, and a machine busy
@@ -161,7 +174,9 @@ class Stages:
             return job
         except Closed:
             return job
-        if held.shared and (job.error or neighbourly(job.result)):
+        if job.alone or short_of_disk(job.result):  # the disk: builds and other GPUs' runs share it too
+            job.result, job.error, job.checked_alone, job.alone = before, "", True, True
+        elif held.shared and (job.error or neighbourly(job.result)):
             job.result, job.error, job.checked_alone = before, "", True
         return job
 
@@ -175,10 +190,14 @@ class Stages:
         try:
             with sandbox.on_cpus(self._cpus_of(ids)):
                 if job.checked_alone:
-                    job.timed = self._stage(job, ids, grade.check_stages)
+                    job.timed = self._stage(job, ids, grade.check_stages, alone=job.alone)
                 if job.timed:
                     t0 = time.monotonic()
-                    self._stage(job, ids, grade.timing_stages)
+                    before, was_alone = copy.deepcopy(job.result), job.alone
+                    self._stage(job, ids, grade.timing_stages, alone=was_alone)
+                    if not was_alone and (job.alone or short_of_disk(job.result)):
+                        job.result, job.error, job.alone = before, "", True
+                        self._stage(job, ids, grade.timing_stages, alone=True)
                     job.timing_s = time.monotonic() - t0
         except KeyboardInterrupt:
             self.stop = True
@@ -191,13 +210,14 @@ class Stages:
         cpus = [c for i in ids for c in self.timing_cpus.get(i, ())]
         return cpus or None
 
-    def _stage(self, job: Job, ids: tuple, stages) -> bool:
-        """grade.check_stages or grade.timing_stages on GPUs `ids`: what it returns, False on an error."""
+    def _stage(self, job: Job, ids: tuple, stages, alone: bool = False) -> bool:
+        """grade.check_stages or grade.timing_stages on GPUs `ids` (`alone`: with nothing else of the batch
+        running): what it returns, False on an error."""
         t0 = time.monotonic()
         task = self.tasks[job.assignment]
         going_on = False
         try:
-            with self.steps.shared():
+            with self.steps.alone() if alone else self.steps.shared():
                 going_on = stages(task, job.work, self.gpus.info(ids),
                                   grade.Options(gpus=ids, profile=self.opts.profile, baselines=self.baselines),
                                   job.result)
@@ -216,7 +236,9 @@ class Stages:
         except build.KitError as e:  # the kit's own words ("the machine is too busy to time trmm: ...")
             job.error = str(e)
         except DiskLow as e:
-            raise disk_low(e) from None
+            if alone:
+                raise disk_low(e) from None
+            job.alone = True  # maybe another run's doing: the caller runs it again alone
         except Exception as e:  # noqa: BLE001
             job.error = f"the GPU stages failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0
