@@ -205,7 +205,7 @@ def main(args) -> int:
                 if grade.build_stage(task, src, gpu.arch, work, result):
                     grade.gpu_stages(task, work, gpu, grade.Options(), result)
                 rec = json.loads(json.dumps(result.to_json(), default=str))
-            except (build.KitError, NoGpu, OSError, DiskLow) as e:
+            except (build.KitError, NoGpu, OSError, DiskLow, jail.JailError) as e:
                 rec = not_graded(a, str(e))
             rec["isolation"] = isolation
             records.append(rec)

@@ -243,12 +243,7 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
     bwrap = shutil.which("bwrap")
     if not bwrap:
         raise JailError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
-    socket_handler = core_socket()
-    if socket_handler:
-        raise JailError(f"this machine sends core dumps to a socket ({CORE_PATTERN} is {socket_handler!r}): the kernel "
-                        f"then hands a crashed program's memory to a root process outside the jail whatever its core "
-                        f"limit, and a graded program can crash on purpose. Set a file name or a |program there "
-                        f"(sysctl kernel.core_pattern=core), or pass --no-isolation for debugging only")
+    no_core_socket()
     if platform.machine() not in seccomp.MACHINES:
         raise JailError(f"the jail knows the system calls of {', '.join(seccomp.MACHINES)} machines, not of this "
                         f"{platform.machine()} one: grade on one of those, or pass --no-isolation for debugging only")
@@ -272,15 +267,20 @@ def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] =
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
 
 
-def core_socket() -> str:
-    """The machine's core_pattern where it names a socket ("@/path", Linux 6.16 and later), else "". A
-    core limit of 1 keeps the kernel from starting a "|program" handler (limits.output_limits), not
-    from writing to a socket."""
+def no_core_socket() -> None:
+    """JailError where the machine's core_pattern names a socket ("@/path", Linux 6.16 and later): a core
+    limit of 1 keeps the kernel from starting a "|program" handler (limits.output_limits), not from
+    writing a crashed program's memory to a socket. Looked at when the jail opens and before each run
+    (the pattern may change meanwhile)."""
     try:
         pattern = CORE_PATTERN.read_text().strip()
     except OSError:
-        return ""
-    return pattern if pattern.startswith("@") else ""
+        return
+    if pattern.startswith("@"):
+        raise JailError(f"this machine sends core dumps to a socket ({CORE_PATTERN} is {pattern!r}): the kernel "
+                        f"then hands a crashed program's memory to a root process outside the jail whatever its core "
+                        f"limit, and a graded program can crash on purpose. Set a file name or a |program there "
+                        f"(sysctl kernel.core_pattern=core), or pass --no-isolation for debugging only")
 
 
 @functools.lru_cache(maxsize=None)

@@ -142,6 +142,7 @@ class Proc:
         if self.jail is not None:
             env = {}
             self.jail.limits.room_to_run(self.cwd)
+            jail_mod.no_core_socket()
             self.group = self.jail.limits.group()
             self.jail.prepare(self.cwd)
         else:

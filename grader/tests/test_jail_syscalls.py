@@ -296,3 +296,12 @@ def test_no_program_is_jailed_on_a_machine_that_sends_core_dumps_to_a_socket(tmp
             protocol.clear(box.root)
         time.sleep(1)
     assert core_socket == [], f"a root core handler outside the jail read {core_socket} bytes of a jailed crash"
+
+
+def test_a_jail_opened_before_core_dumps_went_to_a_socket_runs_nothing_after(box, core_socket):
+    # The machine's pattern changed while a batch ran (a reviewer's attack: the jail opened under a
+    # file pattern, then a crash was sent to the socket all the same).
+    with pytest.raises(jail.JailError, match="sends core dumps to a socket"):
+        box.run("int main(void) { *(volatile int*) 0 = 1; return 0; }")
+    time.sleep(1)
+    assert core_socket == [], f"a root core handler outside the jail read {core_socket} bytes of a jailed crash"
