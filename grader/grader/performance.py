@@ -38,6 +38,8 @@ RETIME_PAUSE_S = 1.0
 LIBRARY_TRIES = 3
 """Sessions in which the library's routes and the empty call are timed (their disturbed runs left out: no
 student code runs then) before the machine is called too busy to time."""
+IN_TIMED_RUNS = "in the timed runs: "
+"""How the message of a timing whose program ended early starts (then judged.Session.fault's words)."""
 
 
 def disturbed(times_ms: list, waits_ms: list) -> list:
@@ -134,7 +136,7 @@ def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, r
         return _fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {task.timeouts['timed']} s")
     if timed is None or s.ended_early(g.id) or not finished:
         v, msg = s.fault(g.id)
-        return _fail(result, v, f"in the timed runs: {msg}")
+        return _fail(result, v, f"{IN_TIMED_RUNS}{msg}")
 
     # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
     returned = {}

@@ -276,6 +276,32 @@ def test_a_grading_stopped_for_the_disks_reserve_or_refused_a_start_by_it_is_gra
         assert tries[kind, who] == 2 and beside[kind, who, 2] == [], (who, beside)
 
 
+def test_a_program_that_writes_the_disk_reserves_words_into_its_own_fault_is_not_run_again_for_them(
+        fake_kit, tmp_path, monkeypatch):
+    """A fault's text is the program's own (it sends it): the words of a stop for the disk's reserve
+    there would buy it a second grading with the whole batch stopped for it, at every run."""
+    from grader import judged
+    from grader.limits import DISK_LOW
+    from grader.results import CaseResult
+    stages = Stages(monkeypatch)
+    real_decide = stages.decide
+    forged = f"the kernel faulted: cudaErrorUnknown ({judged.STOPPED}ran {DISK_LOW} 1 GiB free)"
+
+    def forger(kind, who, real, task, work, gpu, opts, result):
+        if kind == "check" and who == "forger":
+            result.cases = [CaseResult("n1", {"n": 1}, grade.Verdict.RUNTIME_ERROR, forged)]
+            result.verdict, result.message, result.score = grade.Verdict.RUNTIME_ERROR, f"case n1: {forged}", 0.0
+            return False
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = forger
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("forger", "other"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 2))) == 0
+    assert [w for k, w in stages.spans if k == "check"].count("forger") == 1, stages.spans
+
+
 def test_a_batch_s_burst_gap_reaches_every_timed_plan_the_library_s_too_and_each_record_says_it(fake_kit, tmp_path,
                                                                                                  monkeypatch):
     from grader import judged

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import build, grade, judged, protocol, sandbox, submissions, tasks, workdir
+from .. import build, grade, judged, performance, protocol, sandbox, submissions, tasks, workdir
 from ..gpu import NoGpu
 from ..limits import DISK_LOW, DiskLow
 from ..report import write_record
@@ -74,8 +74,11 @@ def neighbourly(result) -> bool:
 
 
 def short_of_disk(result) -> bool:
-    """Whether a run of this grading was stopped for the disk's reserve (limits.DISK_LOW)."""
-    return result is not None and (DISK_LOW in result.message or any(DISK_LOW in c.message for c in result.cases))
+    """Whether a run of this grading was stopped for the disk's reserve (limits.DISK_LOW). The grader's
+    own words open the message: the same words in a fault's text, which the program writes, do not count."""
+    stop = f"{judged.STOPPED}ran {DISK_LOW}"
+    return result is not None and (result.message.startswith(performance.IN_TIMED_RUNS + stop)
+                                   or any(c.message.startswith(stop) for c in result.cases))
 
 
 def disk_low(e: DiskLow) -> tasks.TaskError:
