@@ -18,7 +18,7 @@ any RLIMIT_CORE but 1, which every jailed program gets (limits.output_limits). A
 The filter is classic BPF (what seccomp(2) takes), written out here rather than through libseccomp,
 which would be one more library on the TA's machine. It checks the architecture first: a 64-bit x86
 program may still make 32-bit calls (int 0x80), whose numbers differ, and x32 calls, which set a bit of
-their own. A program of any architecture not listed is stopped by the kernel at its first call;
+their own and are all refused. A program of any architecture not listed is stopped by the kernel at its first call;
 the jail is not opened on a machine of one (jail.find).
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Optional
 # arguments from 16, 8 bytes each, the low half first (x86 and ARM are little-endian).
 _NR, _ARCH, _ARGS = 0, 4, 16
 _X32_BIT = 0x4000_0000
-_LD_W_ABS, _JEQ_K, _AND_K, _RET_K = 0x20, 0x15, 0x54, 0x06
+_LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
 _ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF_0000, 0x8000_0000, 0x0005_0000
 RLIMIT_CORE = 4
 
@@ -42,7 +42,7 @@ PREALLOCATING_IOCTLS = (0x4030_5828, 0x4030_582A, 0x4030_5839, 0x402C_5828, 0x40
 the structure's 48 bytes of a 64-bit program and its 44 of a 32-bit one: fallocate by another name."""
 
 X86_64, I386, AARCH64, ARM = 0xC000_003E, 0x4000_0003, 0xC000_00B7, 0x4000_0028
-NUMBERS = {  # x86_64's serve x32 too, _X32_BIT masked off; i386 is a 64-bit x86 program's int 0x80
+NUMBERS = {  # i386 is a 64-bit x86 program's int 0x80; x32's calls (_X32_BIT set) are all refused
     X86_64: {"fallocate": 285, "ioctl": 16, "setrlimit": 160, "prlimit64": 302},
     I386: {"fallocate": 324, "ioctl": 54, "setrlimit": 75, "prlimit64": 340},
     AARCH64: {"fallocate": 47, "ioctl": 29, "setrlimit": 164, "prlimit64": 261},  # Grace Hopper
@@ -100,15 +100,22 @@ def _rule(arch: int, rule: Rule) -> list:
         at = tail.index(None)
         tail[at] = _op(_JEQ_K, rule.values[-1], jt=0, jf=len(tail) - at - 1)
     nr = (NUMBERS[arch] | IO_URING)[rule.call]
-    head = [_op(_LD_W_ABS, _NR)] + ([_op(_AND_K, ~_X32_BIT & 0xFFFF_FFFF)] if arch == X86_64 else [])
-    return head + [_op(_JEQ_K, nr, jt=0, jf=len(tail))] + tail
+    return [_op(_LD_W_ABS, _NR), _op(_JEQ_K, nr, jt=0, jf=len(tail))] + tail
+
+
+def _no_x32() -> list:
+    """x86_64's first instructions: any x32 call refused (ENOSYS, as by a kernel without x32). Its numbers
+    are x86_64's with _X32_BIT set for most calls but not all (ioctl is 514, not 16), and nothing CUDA
+    runs is an x32 program."""
+    return [_op(_LD_W_ABS, _NR), _op(_JSET_K, _X32_BIT, jt=0, jf=1), _op(_RET_K, _ERRNO | errno.ENOSYS)]
 
 
 def program() -> bytes:
     """The filter, as the bytes of its sock_filter array."""
     ops = [_op(_LD_W_ABS, _ARCH)]
     for arch in NUMBERS:
-        block = [op for rule in RULES for op in _rule(arch, rule)] + [_op(_RET_K, _ALLOW)]
+        block = (_no_x32() if arch == X86_64 else []) + [op for rule in RULES for op in _rule(arch, rule)]
+        block.append(_op(_RET_K, _ALLOW))
         ops += [_op(_JEQ_K, arch, jt=0, jf=len(block))] + block
     ops.append(_op(_RET_K, _KILL_PROCESS))
     return b"".join(ops)
