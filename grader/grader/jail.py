@@ -176,9 +176,7 @@ class Jail:
         for p in read_only:  # after the work folder: a file inside it (the runner) is bound over itself
             if not (shows_system and _under_system(p)):
                 a += _ro(p)
-        # The empty root and /dev are memory the run could fill past any limit where no cgroup holds its
-        # memory (600 MiB each went there under a 16 MiB /tmp): read-only, last, over what is bound in them.
-        a += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(work), "--"]
+        a += _read_only(self.hidden) + ["--chdir", str(work), "--"]
         return a + [str(c) for c in cmd]
 
     def describe(self) -> dict:
@@ -228,10 +226,23 @@ def _system_dirs() -> list:
     return a
 
 
+def _covered(hidden: list) -> list:
+    """The `hidden` folders that lie under the system folders (and so would show wherever /usr or a
+    tool's folder in it is bound)."""
+    return [h for h in hidden if f"{h}/".startswith(_UNDER_SYSTEM)]
+
+
 def _covers(hidden: list) -> list:
-    """An empty tmpfs over each `hidden` folder that lies under the system folders (and so would
-    show wherever /usr or a tool's folder in it is bound)."""
-    return [x for h in hidden if f"{h}/".startswith(_UNDER_SYSTEM) for x in ("--tmpfs", str(h))]
+    """An empty tmpfs over each covered folder, of one page: memory the jailed user owns (no limit but
+    a cgroup's would hold what it wrote there), made read-only at the end of the command (_read_only)."""
+    return [x for h in _covered(hidden) for x in ("--size", "4096", "--tmpfs", str(h))]
+
+
+def _read_only(hidden: list) -> list:
+    """The jail's own memory folders read-only once all is bound in them: its empty root, /dev, and the
+    covers over hidden folders. Without a cgroup, nothing else would bound what a run put there (600 MiB
+    went into each under a 16 MiB /tmp)."""
+    return [x for d in ("/dev", *_covered(hidden), "/") for x in ("--remount-ro", str(d))]
 
 
 def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] = None,

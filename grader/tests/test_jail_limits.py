@@ -5,6 +5,8 @@ is an attack that succeeds without its limit. Needs bubblewrap and gcc; the GPU 
 same attacks as kernel.cu files (fixtures/batch/hostile/)."""
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -246,3 +248,30 @@ def test_without_a_cgroup_a_run_cannot_fill_the_jails_own_root_or_dev_with_memor
         sandbox.confine(None)
         protocol.clear(box.root)
     assert "root 0 dev 0 tmp 16 null 1" in r.output, r
+
+
+def test_without_a_cgroup_a_run_cannot_fill_the_cover_over_a_hidden_folder_either(tmp_path):
+    # Each hidden folder under /usr (another toolkit, pip's NVIDIA wheels, a kit kept in /usr/local) is
+    # covered by an empty tmpfs in every view, of no size and owned by the jailed user: a reviewer wrote
+    # 600 MiB into one under a 16 MiB /tmp where no cgroup could be made.
+    hidden = Path(tempfile.mkdtemp(prefix="kit-test-hidden-", dir="/usr/local"))  # as /usr/local/cuda-12.4 is
+    box = Box(tmp_path, small_limits())
+    box.jail.limits.cgroups = None
+    box.jail.hidden = [str(hidden)]
+    try:
+        r = box.run(f"""
+        int main(void) {{
+            static char buf[1 << 20];
+            memset(buf, 1, sizeof buf);
+            int fd = open("{hidden}/big", O_CREAT | O_WRONLY, 0644);
+            long n = 0;
+            while (fd >= 0 && n < 600 && write(fd, buf, sizeof buf) == sizeof buf) n++;
+            chmod("{hidden}", 0777);
+            printf("wrote %ld MiB, listed %d\\n", n, opendir("{hidden}") != 0);
+            return 0;
+        }}""")
+    finally:
+        sandbox.confine(None)
+        protocol.clear(box.root)
+        shutil.rmtree(hidden, ignore_errors=True)
+    assert "wrote 0 MiB, listed 1" in r.output, r
