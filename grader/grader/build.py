@@ -106,15 +106,20 @@ def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> t
                       workdir, workdir / "build.log", timeout, view="compile")
     text = _clean(sandbox.tail(workdir / "build.log", 20000), workdir)
     if run.timed_out:
+        if run.cpu_s is not None and run.cpu_s >= timeout / 2:
+            return False, f"the compiler did not finish within {timeout:.0f} s, {HAD_THE_CPU} {run.cpu_s:.0f} s of them"
         return False, f"the compiler did not finish within {timeout:.0f} s"
     return run.returncode == 0, text
 
 
-_SOURCE_ERROR = re.compile(r"^\S+\(\d+\): error\b|multiple definition of|undefined reference to", re.M)
+HAD_THE_CPU = "having had the CPU for"
+"""How a build time-out says the compiler was not starved: its cgroup used the CPU for at least half its
+time limit (a kernel.cu that includes itself twice per level, 40 levels deep, never compiles)."""
+_SOURCE_ERROR = re.compile(r"^\S+\(\d+\): error\b|multiple definition of|undefined reference to|" + HAD_THE_CPU, re.M)
 """What only the source can cause: the compiler's diagnostic of one of its lines ("kernel.cu(11): error:
-..."), or a symbol the link finds defined twice or nowhere. Not a "catastrophic error" (a header that
-could not be opened), a tool that died, a fork that failed or a timeout: another program's load can
-cause those."""
+..."), a symbol the link finds defined twice or nowhere, or a compile that ran out of time with the CPU
+to itself. Not a "catastrophic error" (a header that could not be opened), a tool that died, a fork that
+failed or a starved compile's timeout: another program's load can cause those."""
 
 
 def source_error(log: str) -> bool:

@@ -106,6 +106,18 @@ class Group:
     def oom_killed(self) -> bool:
         return self._count("memory.events", "oom_kill") + self._count("memory.oom_control", "oom_kill") > 0
 
+    def cpu_seconds(self) -> Optional[float]:
+        """The CPU time all its processes used so far, ended ones too (v2's cpu.stat, v1's cpuacct.usage);
+        None where the group has neither."""
+        for d in self.paths:
+            try:
+                if (d / "cpu.stat").is_file():
+                    return self._count("cpu.stat", "usage_usec") / 1e6
+                return int((d / "cpuacct.usage").read_text()) / 1e9
+            except (OSError, ValueError):
+                continue
+        return None
+
     def close(self) -> None:
         """Kills whatever is left in the group, then removes it."""
         for d in self.paths:

@@ -56,6 +56,8 @@ class Run:
     """The last few kilobytes of its stdout and stderr, for messages only."""
     stopped_for: str = ""
     """Why the grader stopped a jailed program that broke a limit ("wrote more than 8 GiB to disk")."""
+    cpu_s: Optional[float] = None
+    """The CPU time of all its processes (a jailed run's cgroup's; None where it had none)."""
 
 
 def _setup(group=None, limits: Limits = None, idle: bool = False, cpus: Optional[tuple] = None):
@@ -196,9 +198,12 @@ class Proc:
 
     def finish(self, timed_out: bool = False) -> Run:
         """Kills whatever is left of it (its whole process group), and says how it ended."""
+        cpu_s = None
         try:
             kill(self.proc)  # also whatever it left running in the background, which could hold the GPU
             rc = self.proc.returncode
+            if self.group is not None:
+                cpu_s = self.group.cpu_seconds()
             if self.jail is not None:
                 # The first limit it went over names the stop: a fork bomb stopped for its forks may be
                 # killed for its memory on the way out.
@@ -215,7 +220,7 @@ class Proc:
                 self.group = None
             if self.jail is not None:
                 sweep(self.cwd)
-        return Run(rc, timed_out, time.monotonic() - self.start, tail(self.log), self.stopped_for)
+        return Run(rc, timed_out, time.monotonic() - self.start, tail(self.log), self.stopped_for, cpu_s)
 
 
 def outside_env(env) -> dict:

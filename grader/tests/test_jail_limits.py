@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import protocol, sandbox
+from grader import build, protocol, sandbox
 from grader.cgroups import cgroup_kind
 from grader.limits import Limits
 from jail_box import Box, small_limits
@@ -275,3 +275,22 @@ def test_without_a_cgroup_a_run_cannot_fill_the_cover_over_a_hidden_folder_eithe
         protocol.clear(box.root)
         shutil.rmtree(hidden, ignore_errors=True)
     assert "wrote 0 MiB, listed 1" in r.output, r
+
+
+@needs_cgroups
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_compile_that_runs_out_of_time_with_the_cpu_to_itself_is_the_sources_error_not_built_again_alone(tmp_path):
+    # Four lines that include their own file twice per level, 40 levels deep, never compile. A time-out
+    # was not the source's error (a starved compile times out too), so a batch built it again with
+    # everything else stopped: 180 s of an idle class per such file (a reviewer's attack). The
+    # compiler's cgroup tells a compile that had the CPU from a starved one.
+    box = Box(tmp_path, Limits())
+    try:
+        src = box.tmp / "kernel.cu"
+        src.write_text("#if __INCLUDE_LEVEL__ < 40\n#include __FILE__\n#include __FILE__\n#endif\n")
+        ok, log = build.compile_submission(src, box.work, "sm_90", timeout=4)
+    finally:
+        sandbox.confine(None)
+        protocol.clear(box.root)
+    assert not ok and "did not finish within 4 s" in log, log
+    assert build.source_error(log), log
