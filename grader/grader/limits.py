@@ -142,9 +142,10 @@ class Limits:
     def room_to_run(self, work: Path) -> None:
         """DiskLow unless the disk holding `work` has its reserve free, before a run starts there."""
         if self.disk_low(work):
+            st = os.statvfs(work)
             raise DiskLow(f"the disk holding {work} has less than {_size(self.disk_reserve_bytes)} free, which the "
                           f"jail keeps free whatever a graded program does: make room there, or point TMPDIR at "
-                          f"a disk that has it, and grade again")
+                          f"a disk that has it, and grade again", st.f_bavail * st.f_frsize, self.disk_reserve_bytes)
 
     # -- what the records say --------------------------------------------------------------------------
     def describe_processes(self) -> str:
@@ -175,6 +176,24 @@ entry, and must stay short: 20,000 descriptors and 24 idle threads held the grad
 class DiskLow(Exception):
     """The disk holding a work folder has less free than the reserve before a run starts: nothing may be
     run there until the TA makes room (a stop for the reserve then would be no student's doing)."""
+
+    def __init__(self, message: str, free: int = 0, reserve: int = DISK_RESERVE):
+        super().__init__(message)
+        self.free, self.reserve = free, reserve
+
+    def left_by(self, *folders: Path) -> Optional[str]:
+        """Where what `folders` hold (a grading's work folders, what its program left there within its
+        limits) is all that keeps the disk below the reserve, the words of that stop (the program's own
+        doing: judged.over_own_limit); else None."""
+        held = 0
+        for folder in folders:
+            try:
+                held += sum(st.st_blocks * 512 for _, st in protocol.entries(folder))
+            except (OSError, protocol.Hidden):
+                continue
+        if self.free + held < self.reserve:
+            return None
+        return f"left {_size(held)} in its work folders, and the disk holding them had less than {_size(self.reserve)} free"
 
 
 class TooManyDescriptors(Exception):

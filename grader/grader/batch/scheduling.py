@@ -60,7 +60,7 @@ class Batch(State, Outputs, Progress, Stages):
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
         wall0 = time.monotonic()
-        work_root = workdir.new("kit-batch-")
+        work_root = self.work_root = workdir.new("kit-batch-")
         try:
             return self._run(work_root, wall0)
         finally:

@@ -239,9 +239,16 @@ class Stages:
         except build.KitError as e:  # the kit's own words ("the machine is too busy to time trmm: ...")
             job.error = str(e)
         except DiskLow as e:
-            if alone:
+            if not alone:
+                job.alone = True  # maybe another run's doing: the caller runs it again alone
+            elif why := e.left_by(job.work):  # with nothing else running, this grading's own files
+                job.result.verdict, job.result.score = grade.Verdict.RUNTIME_ERROR, 0.0
+                job.result.message = f"{judged.STOPPED}{why}"
+            elif e.left_by(self.work_root):  # other gradings' files, kept until their outputs are written
+                job.error = ("not graded in this run: the disk holding the work folders was below the jail's "
+                             "reserve while other gradings kept their files; the next run grades it")
+            else:
                 raise disk_low(e) from None
-            job.alone = True  # maybe another run's doing: the caller runs it again alone
         except Exception as e:  # noqa: BLE001
             job.error = f"the GPU stages failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0

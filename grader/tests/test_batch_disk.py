@@ -1,0 +1,110 @@
+"""A batch on a disk short of the jail's reserve (limits.Limits.disk_reserve_bytes): the disk is shared
+by every build, check and timing of the batch, on every GPU, so a stop for the reserve, or a run it
+refused to start, is graded again with nothing else running; with nothing else running, what a
+grading's own folders hold is its doing, and a disk still short otherwise stops the batch. On the fake
+harness of fake_kit.py, with the stages wrapped as test_batch_gpus.py wraps them."""
+import json
+import os
+
+from grader import batch, grade, judged, protocol
+from grader.limits import DISK_LOW, DiskLow
+from grader.results import CaseResult
+
+from fake_kit import args, kernel  # noqa: E402
+from test_batch_gpus import Stages
+
+
+def test_a_grading_stopped_for_the_disks_reserve_or_refused_a_start_by_it_is_graded_again_with_nothing_else_running(
+        fake_kit, tmp_path, monkeypatch):
+    """The disk is shared by every build, check and timing of the batch, on every GPU: one run can take
+    it below the jail's reserve and another be stopped for it (a reviewer's attack: a check on another
+    GPU, or beside a timing, is not run again for a fault). Such a grading's GPU stages run again with
+    nothing else of the batch running, and that verdict counts."""
+    stages = Stages(monkeypatch)
+    real_decide = stages.decide
+    tries, beside = {}, {}
+    stop = f"{judged.STOPPED}ran {DISK_LOW} 1 GiB free"
+
+    def short_of_disk(kind, who, real, task, work, gpu, opts, result):
+        n = tries[kind, who] = tries.get((kind, who), 0) + 1
+        with stages.lock:
+            beside[kind, who, n] = sorted(stages.checking - {who}) + ["timing"] * (stages.timing - (kind == "timing"))
+        if n == 1 and (kind, who) == ("check", "checked"):
+            result.cases = [CaseResult("n1", {"n": 1}, grade.Verdict.RUNTIME_ERROR, stop)]
+            result.verdict, result.message, result.score = grade.Verdict.RUNTIME_ERROR, f"case n1: {stop}", 0.0
+            return False
+        if n == 1 and (kind, who) == ("timing", "timed"):
+            result.verdict, result.message = grade.Verdict.RUNTIME_ERROR, f"in the timed runs: {stop}"
+            result.score = result.correctness_points
+            return result
+        if n == 1 and (kind, who) == ("check", "refused"):
+            raise DiskLow("the disk holding the work folder has less than 1 GiB free")
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = short_of_disk
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("checked", "timed", "refused", "n1", "n2"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out, ("checks_per_gpu", 4), ("jobs", 5))) == 0
+    for who, kind in (("checked", "check"), ("timed", "timing"), ("refused", "check")):
+        rec = json.loads((out / "records" / who / "trmm.json").read_text())
+        assert rec["verdict"] == "correct" and rec["score"] == 100, (who, rec["message"])
+        assert tries[kind, who] == 2 and beside[kind, who, 2] == [], (who, beside)
+
+
+def test_a_program_that_writes_the_disk_reserves_words_into_its_own_fault_is_not_run_again_for_them(
+        fake_kit, tmp_path, monkeypatch):
+    """A fault's text is the program's own (it sends it): the words of a stop for the disk's reserve
+    there would buy it a second grading with the whole batch stopped for it, at every run."""
+    stages = Stages(monkeypatch)
+    real_decide = stages.decide
+    forged = f"the kernel faulted: cudaErrorUnknown ({judged.STOPPED}ran {DISK_LOW} 1 GiB free)"
+
+    def forger(kind, who, real, task, work, gpu, opts, result):
+        if kind == "check" and who == "forger":
+            result.cases = [CaseResult("n1", {"n": 1}, grade.Verdict.RUNTIME_ERROR, forged)]
+            result.verdict, result.message, result.score = grade.Verdict.RUNTIME_ERROR, f"case n1: {forged}", 0.0
+            return False
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = forger
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("forger", "other"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 2))) == 0
+    assert [w for k, w in stages.spans if k == "check"].count("forger") == 1, stages.spans
+
+
+def test_a_grading_whose_own_leftovers_keep_the_disk_short_gets_that_verdict_and_the_batch_goes_on(
+        fake_kit, tmp_path, monkeypatch):
+    """A runner may leave up to its disk limit (8 GiB) in its work folder, kept until the grading's
+    outputs are written: on a disk with less than that and the reserve free, every later run was
+    refused, alone as well, and the batch stopped, at every run (a reviewer's attack). Simulated: every
+    stage asks for room first, as a jailed run does, on a disk of 400 MiB that holds the batch's work
+    folders alone, with a reserve of 200 MiB, and mallory's check leaves 300 MiB."""
+    stages = Stages(monkeypatch, hold_s=0.05)
+    real_decide = stages.decide
+
+    def leaves_junk(kind, who, real, task, work, gpu, opts, result):
+        free = (400 << 20) - sum(st.st_blocks * 512 for _, st in protocol.entries(work.parent))
+        if free < 200 << 20:  # as Limits.room_to_run, on this disk
+            raise DiskLow(f"the disk holding {work} is short", free, 200 << 20)
+        if kind == "check" and who == "mallory":
+            with open(work / "junk.bin", "wb") as f:
+                for _ in range(300):
+                    f.write(b"\1" * (1 << 20))
+                os.fsync(f.fileno())
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = leaves_junk
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("mallory", "v1", "v2", "v3"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    # Others refused while its files were kept are graded at the next run; none stops the batch.
+    assert batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 1))) in (0, 2)
+    assert batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 1))) == 0
+    rec = json.loads((out / "records" / "mallory" / "trmm.json").read_text())
+    assert rec["verdict"] == "runtime_error" and rec["score"] == 0, rec["message"]
+    assert "left 300 MiB in its work folders" in rec["message"] and judged.over_own_limit(rec["message"])
+    assert all(json.loads((out / "records" / v / "trmm.json").read_text())["verdict"] == "correct"
+               for v in ("v1", "v2", "v3"))
