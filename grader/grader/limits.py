@@ -22,6 +22,7 @@ import os
 import pwd
 import resource
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -36,6 +37,8 @@ DISK_RESERVE = 1 * GIB
 """Free space a run may never take from the disk holding its work folder, whatever holds it: a deleted
 file kept by a mapping alone or in flight in a socket is in no folder and no descriptor table, and
 fills the disk all the same (ten of 48 MiB went unseen past a 64 MiB limit), until the run ends."""
+DISK_SETTLE_S = 12.0
+"""How long a disk short of the reserve is given to get its blocks back (DiskLow.passes)."""
 DISK_LOW = "while the disk holding its work folder fell below"
 """Words of a stop for the disk's reserve. Any program on the machine may have taken that space, so
 such a stop, like one for memory, may not be the run's own (judged.over_own_limit)."""
@@ -145,7 +148,8 @@ class Limits:
             st = os.statvfs(work)
             raise DiskLow(f"the disk holding {work} has less than {_size(self.disk_reserve_bytes)} free, which the "
                           f"jail keeps free whatever a graded program does: make room there, or point TMPDIR at "
-                          f"a disk that has it, and grade again", st.f_bavail * st.f_frsize, self.disk_reserve_bytes)
+                          f"a disk that has it, and grade again", st.f_bavail * st.f_frsize, self.disk_reserve_bytes,
+                          work)
 
     # -- what the records say --------------------------------------------------------------------------
     def describe_processes(self) -> str:
@@ -177,9 +181,26 @@ class DiskLow(Exception):
     """The disk holding a work folder has less free than the reserve before a run starts: nothing may be
     run there until the TA makes room (a stop for the reserve then would be no student's doing)."""
 
-    def __init__(self, message: str, free: int = 0, reserve: int = DISK_RESERVE):
+    def __init__(self, message: str, free: int = 0, reserve: int = DISK_RESERVE, work: Optional[Path] = None):
         super().__init__(message)
-        self.free, self.reserve = free, reserve
+        self.free, self.reserve, self.work = free, reserve, work
+
+    def passes(self, seconds: float = DISK_SETTLE_S) -> bool:
+        """Whether the disk is back above the reserve within `seconds`: a filesystem gives the blocks of
+        files just deleted (a grading's work folder, once its outputs are written) back only when its
+        journal next commits, every 5 s on ext4."""
+        end = time.monotonic() + seconds
+        while self.work is not None:
+            try:
+                st = os.statvfs(self.work)
+            except OSError:
+                return False
+            if st.f_bavail * st.f_frsize >= self.reserve:
+                return True
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.25)
+        return False
 
     def left_by(self, *folders: Path) -> Optional[str]:
         """Where what `folders` hold (a grading's work folders, what its program left there within its

@@ -108,3 +108,28 @@ def test_a_grading_whose_own_leftovers_keep_the_disk_short_gets_that_verdict_and
     assert "left 300 MiB in its work folders" in rec["message"] and judged.over_own_limit(rec["message"])
     assert all(json.loads((out / "records" / v / "trmm.json").read_text())["verdict"] == "correct"
                for v in ("v1", "v2", "v3"))
+
+
+def test_a_disk_that_gets_its_blocks_back_soon_after_is_waited_for_and_the_batch_goes_on(fake_kit, tmp_path,
+                                                                                         monkeypatch):
+    """A filesystem gives the blocks of files just deleted back when its journal next commits (every 5 s
+    on ext4): a grading started right after another's work folder went found the disk short, alone as
+    well, with no folder to blame, and stopped the batch (seen in a reviewer's run on a real disk)."""
+    stages = Stages(monkeypatch, hold_s=0.05)
+    real_decide = stages.decide
+    tries = []
+
+    def late_blocks(kind, who, real, task, work, gpu, opts, result):
+        if kind == "check" and who == "late":
+            tries.append(who)
+            if len(tries) <= 2:  # beside the others, then alone; the disk (here: this one) has room by then
+                raise DiskLow(f"the disk holding {work} is short", 0, 1 << 20, tmp_path)
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = late_blocks
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("late", "other"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    assert batch.main(args(subs, out)) == 0
+    assert len(tries) == 3
+    assert json.loads((out / "records" / "late" / "trmm.json").read_text())["verdict"] == "correct"

@@ -213,9 +213,10 @@ class Stages:
         cpus = [c for i in ids for c in self.timing_cpus.get(i, ())]
         return cpus or None
 
-    def _stage(self, job: Job, ids: tuple, stages, alone: bool = False) -> bool:
+    def _stage(self, job: Job, ids: tuple, stages, alone: bool = False, settled: bool = False) -> bool:
         """grade.check_stages or grade.timing_stages on GPUs `ids` (`alone`: with nothing else of the batch
-        running): what it returns, False on an error."""
+        running; `settled`: once more, the disk having come back above the reserve): what it returns, False
+        on an error."""
         t0 = time.monotonic()
         task = self.tasks[job.assignment]
         going_on = False
@@ -247,6 +248,9 @@ class Stages:
             elif e.left_by(self.work_root):  # other gradings' files, kept until their outputs are written
                 job.error = ("not graded in this run: the disk holding the work folders was below the jail's "
                              "reserve while other gradings kept their files; the next run grades it")
+            elif not settled and e.passes():  # the blocks of folders just removed, given back late
+                job.seconds += time.monotonic() - t0
+                return self._stage(job, ids, stages, alone=True, settled=True)
             else:
                 raise disk_low(e) from None
         except Exception as e:  # noqa: BLE001
