@@ -202,19 +202,30 @@ class DiskLow(Exception):
             time.sleep(0.25)
         return False
 
-    def left_by(self, *folders: Path) -> Optional[str]:
-        """Where what `folders` hold (a grading's work folders, what its program left there within its
-        limits) is all that keeps the disk below the reserve, the words of that stop (the program's own
-        doing: judged.over_own_limit); else None."""
-        held = 0
-        for folder in folders:
+    def left_by(self, folder: Path, beside: Path, owner: Optional[int] = None) -> tuple:
+        """(the words of a stop where `folder`, a grading's work folder, alone keeps the disk below the
+        reserve: the files its program left there within its limits, even were every other folder under
+        `beside` gone; whether the other folders under `beside`, other gradings' kept files, could give
+        the shortfall back). With `owner`, only files of that uid count as left (the jail's own: not the
+        runner, objects and logs the grader put there)."""
+        def held(top: Path, skip: Optional[Path] = None) -> int:
+            n, skipped = 0, f"{skip}/"
             try:
-                held += sum(st.st_blocks * 512 for _, st in protocol.entries(folder))
+                for path, st in protocol.entries(top):
+                    if skip is not None and f"{path}/".startswith(skipped):
+                        continue
+                    if owner is None or st.st_uid == owner:
+                        n += st.st_blocks * 512
             except (OSError, protocol.Hidden):
-                continue
-        if self.free + held < self.reserve:
-            return None
-        return f"left {_size(held)} in its work folders, and the disk holding them had less than {_size(self.reserve)} free"
+                pass
+            return n
+        others, own = held(beside, skip=folder), held(folder)
+        if self.free + others >= self.reserve:
+            return None, True
+        if self.free + others + own < self.reserve:
+            return None, False
+        return (f"left {_size(own)} in its work folders, and the disk holding them had less than "
+                f"{_size(self.reserve)} free"), False
 
 
 class TooManyDescriptors(Exception):

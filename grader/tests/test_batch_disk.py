@@ -5,6 +5,8 @@ grading's own folders hold is its doing, and a disk still short otherwise stops 
 harness of fake_kit.py, with the stages wrapped as test_batch_gpus.py wraps them."""
 import json
 import os
+import threading
+import time
 
 from grader import batch, grade, judged, protocol
 from grader.limits import DISK_LOW, DiskLow
@@ -133,3 +135,52 @@ def test_a_disk_that_gets_its_blocks_back_soon_after_is_waited_for_and_the_batch
     assert batch.main(args(subs, out)) == 0
     assert len(tries) == 3
     assert json.loads((out / "records" / "late" / "trmm.json").read_text())["verdict"] == "correct"
+
+
+def test_a_grading_is_not_blamed_for_a_disk_that_another_gradings_kept_files_took_below_the_reserve(
+        fake_kit, tmp_path, monkeypatch):
+    """mallory's runner leaves the disk just above the reserve, in files kept in her work folder until
+    her outputs are written; victim's next run writes a 10 MiB output (within every limit) and the disk
+    goes short. The grading's own folder was looked at first, so victim's 10 MiB "held the shortfall":
+    a runtime error of its own, mallory's 195 MiB never looked at (a reviewer's attack). Simulated on a
+    400 MiB disk holding the work folders alone, reserve 200 MiB."""
+    stages = Stages(monkeypatch, hold_s=0.05)
+    real_decide = stages.decide
+    junk_down = threading.Event()
+
+    def free_of(work):
+        return (400 << 20) - sum(st.st_blocks * 512 for _, st in protocol.entries(work.parent))
+
+    def room(work):
+        if (free := free_of(work)) < 200 << 20:  # as Limits.room_to_run, on this disk
+            raise DiskLow(f"the disk holding {work} is short", free, 200 << 20, work)
+
+    def write(path, mib):
+        with open(path, "wb") as f:
+            for _ in range(mib):
+                f.write(b"\1" * (1 << 20))
+            os.fsync(f.fileno())
+
+    def decide(kind, who, real, task, work, gpu, opts, result):
+        room(work)
+        if kind == "check" and who == "mallory":
+            write(work / "junk.bin", 195)  # leaves the disk at ~205 MiB free: no stop for her
+            junk_down.set()
+            time.sleep(1.0)  # her check ends after victim's: victim is timed (and checked alone) first
+        if kind == "check" and who == "victim" and not (work / "out.bin").exists():
+            junk_down.wait(10)
+            write(work / "out.bin", 10)  # its run's output dump, within every limit
+            room(work)  # its next run (the next case) is refused: the disk is short
+        return real_decide(kind, who, real, task, work, gpu, opts, result)
+    stages.decide = decide
+    subs, out = tmp_path / "class", tmp_path / "out"
+    for who in ("mallory", "victim"):
+        (subs / who / "trmm").mkdir(parents=True)
+        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    rc = batch.main(args(subs, out, ("checks_per_gpu", 2), ("jobs", 2)))
+    rec_path = out / "records" / "victim" / "trmm.json"
+    rec = json.loads(rec_path.read_text()) if rec_path.exists() else {"verdict": "(not graded)", "message": ""}
+    # victim's own files are not what keeps the disk short (mallory's 195 MiB are): no verdict against it
+    # (not graded this run, or graded once the disk has room, are both fine).
+    assert not (rec["verdict"] == "runtime_error" and judged.over_own_limit(rec["message"])), (rc, rec["message"],
+                                                                                             stages.spans)

@@ -242,12 +242,13 @@ class Stages:
         except DiskLow as e:
             if not alone:
                 job.alone = True  # maybe another run's doing: the caller runs it again alone
-            elif why := e.left_by(job.work):  # with nothing else running, this grading's own files
-                job.result.verdict, job.result.score = grade.Verdict.RUNTIME_ERROR, 0.0
-                job.result.message = f"{judged.STOPPED}{why}"
-            elif e.left_by(self.work_root):  # other gradings' files, kept until their outputs are written
+            elif (found := e.left_by(job.work, self.work_root, self.jail.limits.drop_to if self.jail else None))[1]:
+                # Other gradings' files, kept until their outputs are written, could give the disk back.
                 job.error = ("not graded in this run: the disk holding the work folders was below the jail's "
                              "reserve while other gradings kept their files; the next run grades it")
+            elif found[0]:  # what its own program left, with nothing else running, and no other folder to blame
+                job.result.verdict, job.result.score = grade.Verdict.RUNTIME_ERROR, 0.0
+                job.result.message = f"{judged.STOPPED}{found[0]}"
             elif not settled and e.passes():  # the blocks of folders just removed, given back late
                 job.seconds += time.monotonic() - t0
                 return self._stage(job, ids, stages, alone=True, settled=True)
