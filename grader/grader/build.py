@@ -106,15 +106,20 @@ def compile_submission(src: Path, workdir: Path, arch: str, timeout: float) -> t
                       workdir, workdir / "build.log", timeout, view="compile")
     text = _clean(sandbox.tail(workdir / "build.log", 20000), workdir)
     if run.timed_out:
-        if run.cpu_s is not None and run.cpu_s >= timeout / 2:
+        if run.cpu_s is not None and run.cpu_s >= OWN_TIME_OUT * timeout:
             return False, f"the compiler did not finish within {timeout:.0f} s, {HAD_THE_CPU} {run.cpu_s:.0f} s of them"
         return False, f"the compiler did not finish within {timeout:.0f} s"
     return run.returncode == 0, text
 
 
 HAD_THE_CPU = "having had the CPU for"
-"""How a build time-out says the compiler was not starved: its cgroup used the CPU for at least half its
+"""How a build time-out says the compiler was not starved: its cgroup used the CPU for OWN_TIME_OUT of its
 time limit (a kernel.cu that includes itself twice per level, 40 levels deep, never compiles)."""
+OWN_TIME_OUT = 0.9
+"""The share of its time limit a compile must have had the CPU for before its time-out is the source's
+error. Its steps run one after another, so that much means it would not finish alone either; half was
+not enough: three idle-priority builds on two CPUs get two thirds of one each, and an honest file that
+built alone in 3.7 s timed out beside two never-ending ones under a 4.9 s limit, charged at once."""
 _SOURCE_ERROR = re.compile(r"^\S+\(\d+\): error\b|multiple definition of|undefined reference to|" + HAD_THE_CPU, re.M)
 """What only the source can cause: the compiler's diagnostic of one of its lines ("kernel.cu(11): error:
 ..."), a symbol the link finds defined twice or nowhere, or a compile that ran out of time with the CPU

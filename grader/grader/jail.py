@@ -126,7 +126,7 @@ class Jail:
              "--hostname", "jail", "--clearenv",
              "--setenv", "PATH", f"{self.toolkit}/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
              "--setenv", "HOME", str(work), "--setenv", "TMPDIR", "/tmp",
-             "--proc", "/proc", "--dev", "/dev",
+             "--proc", "/proc", "--dev", "/dev", "--size", "4096", "--tmpfs", "/dev/pts",  # no pty: see _read_only
              "--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",
              "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/dev/shm"]
         if seccomp_fd is not None:
@@ -239,10 +239,11 @@ def _covers(hidden: list) -> list:
 
 
 def _read_only(hidden: list) -> list:
-    """The jail's own memory folders read-only once all is bound in them: its empty root, /dev, and the
-    covers over hidden folders. Without a cgroup, nothing else would bound what a run put there (600 MiB
-    went into each under a 16 MiB /tmp)."""
-    return [x for d in ("/dev", *_covered(hidden), "/") for x in ("--remount-ro", str(d))]
+    """The jail's own memory folders read-only once all is bound in them: its empty root, /dev, the
+    covers over hidden folders, and the empty /dev/pts over bubblewrap's (no pty: a compiler told to
+    `#include "/dev/ptmx"` waited on the new terminal for its whole time limit, using no CPU). Without a
+    cgroup, nothing else would bound what a run put there (600 MiB went into each under a 16 MiB /tmp)."""
+    return [x for d in ("/dev/pts", "/dev", *_covered(hidden), "/") for x in ("--remount-ro", str(d))]
 
 
 def find(include: Path, probe: Optional[Path] = None, limits: Optional[Limits] = None,

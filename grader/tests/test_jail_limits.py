@@ -6,6 +6,7 @@ same attacks as kernel.cu files (fixtures/batch/hostile/)."""
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -279,11 +280,16 @@ def test_without_a_cgroup_a_run_cannot_fill_the_cover_over_a_hidden_folder_eithe
 
 @needs_cgroups
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_a_compile_that_runs_out_of_time_with_the_cpu_to_itself_is_the_sources_error_not_built_again_alone(tmp_path):
+def test_a_compile_that_runs_out_of_time_with_the_cpu_to_itself_is_the_sources_error_not_built_again_alone(
+        tmp_path, monkeypatch):
     # Four lines that include their own file twice per level, 40 levels deep, never compile. A time-out
     # was not the source's error (a starved compile times out too), so a batch built it again with
     # everything else stopped: 180 s of an idle class per such file (a reviewer's attack). The
-    # compiler's cgroup tells a compile that had the CPU from a starved one.
+    # compiler's cgroup tells a compile that had the CPU from a starved one: the verdict follows the CPU
+    # it had (the tests beside this one may take some).
+    runs = []
+    real_run = sandbox.run
+    monkeypatch.setattr(sandbox, "run", lambda *a, **k: runs.append(real_run(*a, **k)) or runs[-1])
     box = Box(tmp_path, Limits())
     try:
         src = box.tmp / "kernel.cu"
@@ -293,4 +299,25 @@ def test_a_compile_that_runs_out_of_time_with_the_cpu_to_itself_is_the_sources_e
         sandbox.confine(None)
         protocol.clear(box.root)
     assert not ok and "did not finish within 4 s" in log, log
-    assert build.source_error(log), log
+    cpu = runs[-1].cpu_s
+    assert cpu is not None and cpu > 1, runs[-1]  # the cgroup counted the compiler's CPU
+    assert build.source_error(log) == (cpu >= build.OWN_TIME_OUT * 4), (cpu, log)
+
+
+@needs_cgroups
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("device", ["ptmx", "pts/ptmx"])
+def test_a_compile_cannot_wait_on_a_terminal_for_its_whole_time_limit_without_the_cpu(tmp_path, device):
+    # `#include "/dev/ptmx"` opened a new terminal, whose read waits for ever using no CPU: a time-out
+    # that reads as a starved compile, built again with the whole batch stopped (a reviewer's attack).
+    box = Box(tmp_path, Limits())
+    try:
+        src = box.tmp / "kernel.cu"
+        src.write_text(f'#include "/dev/{device}"\n')
+        t0 = time.monotonic()
+        ok, log = build.compile_submission(src, box.work, "sm_90", timeout=6)
+        took = time.monotonic() - t0
+    finally:
+        sandbox.confine(None)
+        protocol.clear(box.root)
+    assert not ok and took < 5 and "No such file" in log, (took, log)  # at once: no terminal in the jail
