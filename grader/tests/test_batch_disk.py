@@ -90,7 +90,7 @@ def test_a_grading_whose_own_leftovers_keep_the_disk_short_gets_that_verdict_and
     def leaves_junk(kind, who, real, task, work, gpu, opts, result):
         free = (400 << 20) - sum(st.st_blocks * 512 for _, st in protocol.entries(work.parent))
         if free < 200 << 20:  # as Limits.room_to_run, on this disk
-            raise DiskLow(f"the disk holding {work} is short", free, 200 << 20)
+            raise DiskLow(f"the disk holding {work} is short", free, 200 << 20, work)
         if kind == "check" and who == "mallory":
             with open(work / "junk.bin", "wb") as f:
                 for _ in range(300):

@@ -240,24 +240,32 @@ class Stages:
         except build.KitError as e:  # the kit's own words ("the machine is too busy to time trmm: ...")
             job.error = str(e)
         except DiskLow as e:
-            if not alone:
-                job.alone = True  # maybe another run's doing: the caller runs it again alone
-            elif (found := e.left_by(job.work, self.work_root, self.jail.limits.drop_to if self.jail else None))[1]:
-                # Other gradings' files, kept until their outputs are written, could give the disk back.
-                job.error = ("not graded in this run: the disk holding the work folders was below the jail's "
-                             "reserve while other gradings kept their files; the next run grades it")
-            elif found[0]:  # what its own program left, with nothing else running, and no other folder to blame
-                job.result.verdict, job.result.score = grade.Verdict.RUNTIME_ERROR, 0.0
-                job.result.message = f"{judged.STOPPED}{found[0]}"
-            elif not settled and e.passes():  # the blocks of folders just removed, given back late
+            if self._short_disk(job, e, alone, settled):
                 job.seconds += time.monotonic() - t0
                 return self._stage(job, ids, stages, alone=True, settled=True)
-            else:
-                raise disk_low(e) from None
         except Exception as e:  # noqa: BLE001
             job.error = f"the GPU stages failed: {type(e).__name__}: {e}"
         job.seconds += time.monotonic() - t0
         return going_on is True
+
+    def _short_disk(self, job: Job, e: DiskLow, alone: bool, settled: bool) -> bool:
+        """What a run refused its start for the disk's reserve does to `job`: True where its stage is to
+        run once more, alone; TaskError where the disk is short for no grading's files."""
+        if not alone:
+            job.alone = True  # maybe another run's doing: the caller runs it again alone
+            return False
+        why, others_hold_it = e.left_by(job.work, self.work_root, self.jail.limits.drop_to if self.jail else None)
+        if others_hold_it:  # other gradings' files, kept until their outputs are written
+            job.error = ("not graded in this run: the disk holding the work folders was below the jail's "
+                         "reserve while other gradings kept their files; the next run grades it")
+        elif why:  # what its own program left there, with nothing else running
+            job.result.verdict, job.result.score = grade.Verdict.RUNTIME_ERROR, 0.0
+            job.result.message = f"{judged.STOPPED}{why}"
+        elif not settled and e.passes():  # the blocks of folders just removed, given back late
+            return True
+        else:
+            raise disk_low(e) from None
+        return False
 
     def _gpu_works(self) -> bool:
         d = workdir.new_jailed("kit-probe-")
