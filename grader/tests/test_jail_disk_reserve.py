@@ -1,9 +1,11 @@
 """The disk's reserve (limits.Limits.disk_reserve_bytes): disk that no look at a run can count, a
 deleted file held by a mapping alone or in flight in a socket, still cannot fill the disk holding the
-work folder. Each test is an attack that succeeds without the reserve, with the reserve set just below
-what the disk has free now. Needs bubblewrap and gcc."""
+work folder. Each test is an attack that succeeds without the reserve. The work folder is a disk of its
+own (a tmpfs of 1 GiB, with a reserve of 768 MiB), so that no test beside it moves its free space.
+Needs bubblewrap, gcc and root (to mount it)."""
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -14,20 +16,24 @@ from jail_box import Box
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
                                 reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
 
-HELD_MIB = 10 * 48
-"""What each attack holds out of sight: ten deleted files of 48 MiB, 7.5 times its 64 MiB limit."""
-
-
 @pytest.fixture
 def reserved(tmp_path):
-    """A jail with small limits, whose disk reserve leaves its runs 192 MiB of what is free now: the
-    attacks hold 480 MiB, and the other tests beside this one write far less meanwhile."""
-    probe = tempfile_free(tmp_path)
+    """A jail with small limits whose work folder is a disk of 1 GiB with a reserve of 768 MiB: the
+    attacks hold 480 MiB."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to give the work folder a disk of its own")
     b = Box(tmp_path, Limits(processes=64, memory_bytes=1 << 30, disk_bytes=64 << 20, files=500,
-                             tmp_bytes=16 << 20, disk_reserve_bytes=probe - (192 << 20)))
-    yield b
-    sandbox.confine(None)
-    protocol.clear(b.root)
+                             tmp_bytes=16 << 20, disk_reserve_bytes=768 << 20))
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", "kit-test-disk", str(b.work)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+    try:
+        yield b
+    finally:
+        sandbox.confine(None)
+        subprocess.run(["umount", "-l", str(b.work)], check=False)
+        protocol.clear(b.root)
 
 
 def tempfile_free(path) -> int:
