@@ -4,7 +4,7 @@ A program that holds student code (the compiler reading kernel.cu, the linker, t
 compute-sanitizer running the runner) starts in an empty root, with all namespaces unshared (user,
 mount, PID, network, IPC, UTS, cgroup), every capability dropped, uid and gid 65534, no_new_privs,
 no way to make a user namespace of its own, a new session, a PID namespace that dies with the
-grader, and two system calls refused (seccomp.py). It sees only what its step needs:
+grader, and the system calls seccomp.py lists refused. It sees only what its step needs:
 
   compile   /usr and the CUDA toolkit read-only, the kit's public headers (harness/include) and the
             runner's objects read-only, its work folder, a private /tmp; a kit, a class or outputs
@@ -360,9 +360,8 @@ def check_namespaces(jail: Jail) -> None:
         raise JailError(f"the jail's user (uid {jail.limits.drop_to}) cannot pass through {closed}, on the way to "
                         f"the temp folder {tmp}, where each submission's work folder is made: point TMPDIR at a "
                         f"folder every user can enter (as /tmp is), or open that one (chmod o+x {closed})")
-    refused = seccomp.descriptor()
     try:
-        with tempfile.TemporaryDirectory(prefix="kit-jailcheck-") as d:
+        with tempfile.TemporaryDirectory(prefix="kit-jailcheck-") as d, seccomp.descriptor() as refused:
             os.chmod(d, 0o755)
             jail.prepare(Path(d))
             r = subprocess.run(jail.command(["true"], Path(d), "check", seccomp_fd=refused), capture_output=True,
@@ -371,8 +370,6 @@ def check_namespaces(jail: Jail) -> None:
         raise JailError(f"bubblewrap could not start as the jail's user ({e}): run the grader as root or as an "
                         f"ordinary user with unprivileged user namespaces, or pass --no-isolation for debugging "
                         f"only") from None
-    finally:
-        os.close(refused)
     if r.returncode != 0:
         why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         raise JailError(f"bubblewrap cannot make its namespaces here ({why}): allow unprivileged user "

@@ -39,9 +39,9 @@ file kept by a mapping alone or in flight in a socket is in no folder and no des
 fills the disk all the same (ten of 48 MiB went unseen past a 64 MiB limit), until the run ends."""
 DISK_SETTLE_S = 12.0
 """How long a disk short of the reserve is given to get its blocks back (DiskLow.passes)."""
-DISK_LOW = "while the disk holding its work folder fell below"
-"""Words of a stop for the disk's reserve. Any program on the machine may have taken that space, so
-such a stop, like one for memory, may not be the run's own (judged.over_own_limit)."""
+DISK_LOW = "ran while the disk holding its work folder fell below"
+"""How a stop for the disk's reserve opens (after judged.STOPPED). Any program on the machine may have
+taken that space, so such a stop, like one for memory, may not be the run's own (judged.over_own_limit)."""
 NOBODY = 65534
 """The uid and gid of jailed programs inside their namespace."""
 JAIL_UIDS = range(2_000_000_000, 2_000_000_100)
@@ -134,22 +134,18 @@ class Limits:
 
     def disk_low(self, work: Path) -> Optional[str]:
         """Why the disk holding `work` has less free than its reserve, or None."""
-        try:
-            st = os.statvfs(work)
-        except OSError:
+        free = free_bytes(work)
+        if free is None or free >= self.disk_reserve_bytes:
             return None
-        if st.f_bavail * st.f_frsize >= self.disk_reserve_bytes:
-            return None
-        return f"ran {DISK_LOW} {_size(self.disk_reserve_bytes)} free"
+        return f"{DISK_LOW} {_size(self.disk_reserve_bytes)} free"
 
     def room_to_run(self, work: Path) -> None:
         """DiskLow unless the disk holding `work` has its reserve free, before a run starts there."""
-        if self.disk_low(work):
-            st = os.statvfs(work)
+        free = free_bytes(work)
+        if free is not None and free < self.disk_reserve_bytes:
             raise DiskLow(f"the disk holding {work} has less than {_size(self.disk_reserve_bytes)} free, which the "
                           f"jail keeps free whatever a graded program does: make room there, or point TMPDIR at "
-                          f"a disk that has it, and grade again", st.f_bavail * st.f_frsize, self.disk_reserve_bytes,
-                          work)
+                          f"a disk that has it, and grade again", free, self.disk_reserve_bytes, work)
 
     # -- what the records say --------------------------------------------------------------------------
     def describe_processes(self) -> str:
@@ -190,12 +186,8 @@ class DiskLow(Exception):
         files just deleted (a grading's work folder, once its outputs are written) back only when its
         journal next commits, every 5 s on ext4."""
         end = time.monotonic() + seconds
-        while self.work is not None:
-            try:
-                st = os.statvfs(self.work)
-            except OSError:
-                return False
-            if st.f_bavail * st.f_frsize >= self.reserve:
+        while self.work is not None and (free := free_bytes(self.work)) is not None:
+            if free >= self.reserve:
                 return True
             if time.monotonic() > end:
                 return False
@@ -268,6 +260,15 @@ def held_bytes(pids: Sequence[int], dev: int) -> int:
                 if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and (st.st_dev == dev or os.major(st.st_dev) != 0):
                     held[(st.st_dev, st.st_ino)] = st.st_blocks * 512
     return sum(held.values())
+
+
+def free_bytes(path: Path) -> Optional[int]:
+    """What the disk holding `path` has free for a user who is not root (None: it cannot be looked at)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _size(n: int) -> str:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -140,7 +140,6 @@ class Proc:
         self.group = None
         self.stopped_for = ""
         self.log = log
-        refused = None
         if self.jail is not None:
             env = {}
             self.jail.limits.room_to_run(self.cwd)
@@ -155,12 +154,12 @@ class Proc:
         self._next_disk = self.start
         protocol.clear(log)
         try:
-            if self.jail is not None:
-                refused = seccomp.descriptor()  # the calls no jailed program may make, read by bubblewrap
-                pass_fds = (*pass_fds, refused)
-                cmd = self.jail.command(cmd, self.cwd, view, read_only, physical(gpus) if gpus is not None else None,
-                                        seccomp_fd=refused)
-            with open(log, "wb") as out:
+            # The calls no jailed program may make, read by bubblewrap from a descriptor of its own.
+            with seccomp.descriptor() if self.jail is not None else nullcontext() as refused, open(log, "wb") as out:
+                if self.jail is not None:
+                    pass_fds = (*pass_fds, refused)
+                    cmd = self.jail.command(cmd, self.cwd, view, read_only,
+                                            physical(gpus) if gpus is not None else None, seccomp_fd=refused)
                 self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, env=env,
                                              pass_fds=pass_fds,
@@ -177,9 +176,6 @@ class Proc:
             if self.group is not None:
                 self.group.close()
             raise
-        finally:
-            if refused is not None:
-                os.close(refused)
 
     def running(self) -> bool:
         """False once it has ended, or once it broke the jail's disk limit or kept forking past its process

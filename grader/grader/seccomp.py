@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -121,12 +122,16 @@ def program() -> bytes:
     return b"".join(ops)
 
 
-def descriptor() -> int:
-    """A descriptor to read the filter from, for bubblewrap's --seccomp: a fresh one per run, since
-    bubblewrap reads it to its end. The caller passes it on (pass_fds) and closes it."""
+@contextmanager
+def descriptor():
+    """A descriptor to read the filter from, for bubblewrap's --seccomp, closed after the block: a fresh
+    one per run, since bubblewrap reads it to its end. The caller passes it on (pass_fds)."""
     r, w = os.pipe()
     try:
         os.write(w, program())  # under a kilobyte: far within a pipe's buffer
     finally:
         os.close(w)
-    return r
+    try:
+        yield r
+    finally:
+        os.close(r)

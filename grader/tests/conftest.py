@@ -12,7 +12,7 @@ import pytest
 
 import fake_kit as fake_kit_mod
 import gpu_corpus
-from grader import gpu, protocol, sandbox
+from grader import gpu, protocol
 from grader.batch.gpus import split_cpus
 from jail_box import Box, small_limits
 
@@ -124,7 +124,5 @@ def fake_kit(monkeypatch, tmp_path):
 @pytest.fixture
 def box(tmp_path):
     """A jail with small limits and one submission's work folder (jail_box.py); needs bubblewrap and gcc."""
-    b = Box(tmp_path, small_limits())
-    yield b
-    sandbox.confine(None)
-    protocol.clear(b.root)
+    with Box(tmp_path, small_limits()) as b:
+        yield b

@@ -7,7 +7,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from grader import jail, sandbox, tasks
+from grader import jail, protocol, sandbox, tasks
 from grader.limits import Limits
 
 PRELUDE = """#define _GNU_SOURCE
@@ -43,6 +43,16 @@ static int fill(int files, int mib) {
     return 0;
 }
 
+/* Writes up to `mib` MiB into the file `path` at once; the MiB written. */
+static long fill_at(const char* path, long mib) {
+    static char buf[1 << 20];
+    memset(buf, 1, sizeof buf);
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    long n = 0;
+    while (fd >= 0 && n < mib && write(fd, buf, sizeof buf) == sizeof buf) n++;
+    return n;
+}
+
 /* Makes `levels` folders named `name`, each in the last, and goes down into the deepest. */
 static int nest(const char* name, int levels) {
     for (int i = 0; i < levels; i++) { mkdir(name, 0755); if (chdir(name)) return -1; }
@@ -70,6 +80,17 @@ class Box:
         exe = self.tmp / name
         subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True, capture_output=True)
         return exe
+
+    def close(self) -> None:
+        """The jail given up and its work root removed."""
+        sandbox.confine(None)
+        protocol.clear(self.root)
+
+    def __enter__(self) -> "Box":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def run(self, body: str, timeout: float = 30, view: str = "run") -> sandbox.Run:
         self.runs = getattr(self, "runs", 0) + 1

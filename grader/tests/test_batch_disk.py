@@ -25,7 +25,7 @@ def test_a_grading_stopped_for_the_disks_reserve_or_refused_a_start_by_it_is_gra
     stages = Stages(monkeypatch)
     real_decide = stages.decide
     tries, beside = {}, {}
-    stop = f"{judged.STOPPED}ran {DISK_LOW} 1 GiB free"
+    stop = f"{judged.STOPPED}{DISK_LOW} 1 GiB free"
 
     def short_of_disk(kind, who, real, task, work, gpu, opts, result):
         n = tries[kind, who] = tries.get((kind, who), 0) + 1
@@ -60,7 +60,7 @@ def test_a_program_that_writes_the_disk_reserves_words_into_its_own_fault_is_not
     there would buy it a second grading with the whole batch stopped for it, at every run."""
     stages = Stages(monkeypatch)
     real_decide = stages.decide
-    forged = f"the kernel faulted: cudaErrorUnknown ({judged.STOPPED}ran {DISK_LOW} 1 GiB free)"
+    forged = f"the kernel faulted: cudaErrorUnknown ({judged.STOPPED}{DISK_LOW} 1 GiB free)"
 
     def forger(kind, who, real, task, work, gpu, opts, result):
         if kind == "check" and who == "forger":

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from grader import judged, protocol, sandbox
+from grader import judged
 from grader.limits import DiskLow, Limits
 from jail_box import Box
 
@@ -22,18 +22,16 @@ def reserved(tmp_path):
     attacks hold 480 MiB."""
     if os.geteuid() != 0:
         pytest.skip("needs root, to give the work folder a disk of its own")
-    b = Box(tmp_path, Limits(processes=64, memory_bytes=1 << 30, disk_bytes=64 << 20, files=500,
-                             tmp_bytes=16 << 20, disk_reserve_bytes=768 << 20))
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", "kit-test-disk", str(b.work)],
-                           capture_output=True, text=True)
-    if mount.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
-    try:
-        yield b
-    finally:
-        sandbox.confine(None)
-        subprocess.run(["umount", "-l", str(b.work)], check=False)
-        protocol.clear(b.root)
+    with Box(tmp_path, Limits(processes=64, memory_bytes=1 << 30, disk_bytes=64 << 20, files=500,
+                              tmp_bytes=16 << 20, disk_reserve_bytes=768 << 20)) as b:
+        mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", "kit-test-disk", str(b.work)],
+                               capture_output=True, text=True)
+        if mount.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+        try:
+            yield b
+        finally:
+            subprocess.run(["umount", "-l", str(b.work)], check=False)
 
 
 def tempfile_free(path) -> int:
@@ -104,10 +102,6 @@ def test_files_in_flight_in_a_socket_cannot_fill_the_disk(reserved):
 def test_nothing_is_run_on_a_disk_already_below_its_reserve_and_the_message_says_how_to_make_room(tmp_path):
     # A stop for the reserve must be the run's own doing: on a disk that is short before the run starts,
     # every run would be stopped, and each a student's runtime error.
-    box = Box(tmp_path, Limits(disk_reserve_bytes=tempfile_free(tmp_path) + (1 << 40)))
-    try:
+    with Box(tmp_path, Limits(disk_reserve_bytes=tempfile_free(tmp_path) + (1 << 40))) as box:
         with pytest.raises(DiskLow, match=r"has less than [0-9.,]+ GiB free, .*: make room there, or point TMPDIR"):
             box.run("int main(void) { return 0; }")
-    finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import build, protocol, sandbox
+from grader import build, sandbox
 from grader.cgroups import cgroup_kind
 from grader.limits import Limits
 from jail_box import Box, small_limits
@@ -42,15 +42,12 @@ def test_a_fork_bomb_is_stopped_as_soon_as_it_keeps_forking_past_its_limit_and_t
     # kernel, and the batch graded it a second time alone before that verdict counted. Memory as a
     # submission has it: within the tests' 256 MiB, the bomb was now and then killed for its memory
     # before its forks were counted (a stop too, but not this one).
-    box = Box(tmp_path, Limits(processes=64, memory_bytes=4 << 30, disk_bytes=64 << 20, files=500, tmp_bytes=16 << 20))
-    try:
+    limits = Limits(processes=64, memory_bytes=4 << 30, disk_bytes=64 << 20, files=500, tmp_bytes=16 << 20)
+    with Box(tmp_path, limits) as box:
         r = box.run("""
         int main(void) {
             for (;;) fork();
         }""", timeout=20)
-    finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)
     assert not r.timed_out and r.seconds < 10, r
     assert r.stopped_for == "kept starting processes past its limit of 64 processes and threads (refused 10,000 times)", r
     assert subprocess.run(["true"]).returncode == 0
@@ -223,57 +220,43 @@ def test_a_run_holding_descriptors_in_every_thread_is_stopped_at_once_not_let_pa
     assert r.stopped_for == "held more than 65,536 open files across its threads", r
 
 
-def test_without_a_cgroup_a_run_cannot_fill_the_jails_own_root_or_dev_with_memory(tmp_path):
+@pytest.fixture
+def uncapped(tmp_path):
+    """A jail with small limits, as a grader that is not root has it: no cgroup (cgroup_kind() None)."""
+    with Box(tmp_path, small_limits()) as box:
+        box.jail.limits.cgroups = None
+        yield box
+
+
+def test_without_a_cgroup_a_run_cannot_fill_the_jails_own_root_or_dev_with_memory(uncapped):
     # Where no cgroup can be made (a TA who is not root), /tmp's size bounds a run's files in memory; but
     # bubblewrap's empty root and its /dev are memory too, writable by the jailed user and of no size:
     # 600 MiB went into each under a 16 MiB /tmp and a 256 MiB RLIMIT_DATA, memory no process holds,
     # which the out-of-memory killer cannot take back.
-    box = Box(tmp_path, small_limits())
-    box.jail.limits.cgroups = None  # as cgroup_kind() says for a grader that is not root
-    try:
-        r = box.run("""
-        static long fill_at(const char* p, long mib) {
-            static char buf[1 << 20];
-            memset(buf, 1, sizeof buf);
-            int fd = open(p, O_CREAT | O_WRONLY, 0644);
-            long n = 0;
-            while (fd >= 0 && n < mib && write(fd, buf, sizeof buf) == sizeof buf) n++;
-            return n;
-        }
+    r = uncapped.run("""
         int main(void) {
             long root = fill_at("/big", 600), dev = fill_at("/dev/big", 600), tmp = fill_at("/tmp/big", 600);
             printf("root %ld dev %ld tmp %ld null %d\\n", root, dev, tmp, (int) write(open("/dev/null", O_WRONLY), "x", 1));
             return 0;
         }""")
-    finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)
     assert "root 0 dev 0 tmp 16 null 1" in r.output, r
 
 
-def test_without_a_cgroup_a_run_cannot_fill_the_cover_over_a_hidden_folder_either(tmp_path):
+def test_without_a_cgroup_a_run_cannot_fill_the_cover_over_a_hidden_folder_either(uncapped):
     # Each hidden folder under /usr (another toolkit, pip's NVIDIA wheels, a kit kept in /usr/local) is
     # covered by an empty tmpfs in every view, of no size and owned by the jailed user: a reviewer wrote
     # 600 MiB into one under a 16 MiB /tmp where no cgroup could be made.
     hidden = Path(tempfile.mkdtemp(prefix="kit-test-hidden-", dir="/usr/local"))  # as /usr/local/cuda-12.4 is
-    box = Box(tmp_path, small_limits())
-    box.jail.limits.cgroups = None
-    box.jail.hidden = [str(hidden)]
+    uncapped.jail.hidden = [str(hidden)]
     try:
-        r = box.run(f"""
+        r = uncapped.run(f"""
         int main(void) {{
-            static char buf[1 << 20];
-            memset(buf, 1, sizeof buf);
-            int fd = open("{hidden}/big", O_CREAT | O_WRONLY, 0644);
-            long n = 0;
-            while (fd >= 0 && n < 600 && write(fd, buf, sizeof buf) == sizeof buf) n++;
+            long n = fill_at("{hidden}/big", 600);
             chmod("{hidden}", 0777);
             printf("wrote %ld MiB, listed %d\\n", n, opendir("{hidden}") != 0);
             return 0;
         }}""")
     finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)
         shutil.rmtree(hidden, ignore_errors=True)
     assert "wrote 0 MiB, listed 1" in r.output, r
 
@@ -290,14 +273,10 @@ def test_a_compile_that_runs_out_of_time_with_the_cpu_to_itself_is_the_sources_e
     runs = []
     real_run = sandbox.run
     monkeypatch.setattr(sandbox, "run", lambda *a, **k: runs.append(real_run(*a, **k)) or runs[-1])
-    box = Box(tmp_path, Limits())
-    try:
+    with Box(tmp_path, Limits()) as box:
         src = box.tmp / "kernel.cu"
         src.write_text("#if __INCLUDE_LEVEL__ < 40\n#include __FILE__\n#include __FILE__\n#endif\n")
         ok, log = build.compile_submission(src, box.work, "sm_90", timeout=4)
-    finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)
     assert not ok and "did not finish within 4 s" in log, log
     cpu = runs[-1].cpu_s
     assert cpu is not None and cpu > 1, runs[-1]  # the cgroup counted the compiler's CPU
@@ -310,14 +289,10 @@ def test_a_compile_that_runs_out_of_time_with_the_cpu_to_itself_is_the_sources_e
 def test_a_compile_cannot_wait_on_a_terminal_for_its_whole_time_limit_without_the_cpu(tmp_path, device):
     # `#include "/dev/ptmx"` opened a new terminal, whose read waits for ever using no CPU: a time-out
     # that reads as a starved compile, built again with the whole batch stopped (a reviewer's attack).
-    box = Box(tmp_path, Limits())
-    try:
+    with Box(tmp_path, Limits()) as box:
         src = box.tmp / "kernel.cu"
         src.write_text(f'#include "/dev/{device}"\n')
         t0 = time.monotonic()
         ok, log = build.compile_submission(src, box.work, "sm_90", timeout=6)
         took = time.monotonic() - t0
-    finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)
     assert not ok and took < 5 and "No such file" in log, (took, log)  # at once: no terminal in the jail

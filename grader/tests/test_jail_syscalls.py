@@ -12,12 +12,25 @@ import time
 
 import pytest
 
-from grader import jail, protocol, sandbox, tasks
+from grader import jail, sandbox, tasks
 from grader.limits import Limits
 from jail_box import Box
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
                                 reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
+
+
+@pytest.fixture
+def file_capped(tmp_path):
+    """A jail whose files may be 32 MiB each, in a work folder of 1 GiB."""
+    with Box(tmp_path, Limits(processes=64, memory_bytes=256 << 20, disk_bytes=1 << 30, files=500,
+                              tmp_bytes=16 << 20, file_bytes=32 << 20)) as box:
+        yield box
+
+
+def on_disk(box) -> dict:
+    """{name: bytes on disk} of big.bin in the work folder and of the run's log."""
+    return {p.name: p.stat().st_blocks * 512 for p in [box.work / "big.bin", box.tmp / "log"] if p.exists()}
 
 
 def test_a_program_cannot_take_gigabytes_of_disk_at_once_by_preallocating_them(box):
@@ -39,24 +52,18 @@ def test_a_program_cannot_take_gigabytes_of_disk_at_once_by_preallocating_them(b
     assert "allocated 0 MiB, refused 8" in r.output, r
 
 
-def test_no_file_holds_more_disk_than_the_file_size_limit_not_even_the_runs_own_log(tmp_path):
+def test_no_file_holds_more_disk_than_the_file_size_limit_not_even_the_runs_own_log(file_capped):
     # RLIMIT_FSIZE bounds a file's size, not its blocks: fallocate(FALLOC_FL_KEEP_SIZE) reserves
     # blocks past the end and leaves the size at 0. On the run's standard output, the log the grader
     # opened outside the work folder, no look at the work folder sees them at all.
-    box = Box(tmp_path, Limits(processes=64, memory_bytes=256 << 20, disk_bytes=1 << 30, files=500,
-                               tmp_bytes=16 << 20, file_bytes=32 << 20))
-    try:
-        r = box.run("""
+    r = file_capped.run("""
         int main(void) {
             int fd = open("big.bin", O_CREAT | O_WRONLY, 0644);
             printf("keep_size %d\\n", fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 256L << 20));
             printf("stdout %d\\n", fallocate(1, FALLOC_FL_KEEP_SIZE, 0, 256L << 20));
             return 0;
         }""")
-        held = {p.name: p.stat().st_blocks * 512 for p in [box.work / "big.bin", tmp_path / "log"] if p.exists()}
-    finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)
+    held = on_disk(file_capped)
     assert held and all(b <= 32 << 20 for b in held.values()), f"past the 32 MiB file limit: {held}, {r}"
 
 
@@ -94,22 +101,16 @@ def test_a_program_cannot_take_gigabytes_of_disk_at_once_through_an_ioctl_either
     assert "allocated 0 MiB, refused 8" in r.output, r
 
 
-def test_no_file_holds_more_disk_than_the_file_size_limit_through_an_ioctl_either(tmp_path):
+def test_no_file_holds_more_disk_than_the_file_size_limit_through_an_ioctl_either(file_capped):
     # FS_IOC_RESVSP64 always keeps the size: big.bin and the run's log each held 256 MiB at size 0
     # under a 32 MiB file limit.
-    box = Box(tmp_path, Limits(processes=64, memory_bytes=256 << 20, disk_bytes=1 << 30, files=500,
-                               tmp_bytes=16 << 20, file_bytes=32 << 20))
-    try:
-        r = box.run(PREALLOCATE_BY_IOCTL + """
+    r = file_capped.run(PREALLOCATE_BY_IOCTL + """
         int main(void) {
             int fd = open("big.bin", O_CREAT | O_WRONLY, 0644);
             printf("file %d stdout %d\\n", reserve(fd, 42, 256L << 20), reserve(1, 42, 256L << 20));
             return 0;
         }""")
-        held = {p.name: p.stat().st_blocks * 512 for p in [box.work / "big.bin", tmp_path / "log"] if p.exists()}
-    finally:
-        sandbox.confine(None)
-        protocol.clear(box.root)
+    held = on_disk(file_capped)
     assert held and all(b <= 32 << 20 for b in held.values()), f"past the 32 MiB file limit: {held}, {r}"
 
 

@@ -76,7 +76,7 @@ def neighbourly(result) -> bool:
 def short_of_disk(result) -> bool:
     """Whether a run of this grading was stopped for the disk's reserve (limits.DISK_LOW). The grader's
     own words open the message: the same words in a fault's text, which the program writes, do not count."""
-    stop = f"{judged.STOPPED}ran {DISK_LOW}"
+    stop = judged.STOPPED + DISK_LOW
     return result is not None and (result.message.startswith(performance.IN_TIMED_RUNS + stop)
                                    or any(c.message.startswith(stop) for c in result.cases))
 
