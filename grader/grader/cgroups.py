@@ -106,6 +106,15 @@ class Group:
     def oom_killed(self) -> bool:
         return self._count("memory.events", "oom_kill") + self._count("memory.oom_control", "oom_kill") > 0
 
+    def at_own_memory_limit(self) -> Optional[bool]:
+        """Whether its own memory.max is what ran out: v2's memory.events counts under "oom" the times the
+        group's use reached its limit with nothing left to reclaim, and never a kill by the machine's
+        out-of-memory killer for another program's use, which "oom_kill" counts too. None on v1, which
+        cannot tell the two apart."""
+        if not any((d / "memory.events").is_file() for d in self.paths):
+            return None
+        return self._count("memory.events", "oom") > 0
+
     def cpu_seconds(self) -> Optional[float]:
         """The CPU time all its processes used so far, ended ones too (v2's cpu.stat, v1's cpuacct.usage);
         None where the group has neither."""

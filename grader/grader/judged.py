@@ -29,10 +29,11 @@ or files, its cgroup's processes or memory)."""
 
 
 def over_own_limit(message: str) -> bool:
-    """Whether a case's message says its program went over its work folder's disk or file limit or kept
-    forking past its process limit: what it did alone, which no other program adds to (the stops for
-    memory and for the disk's reserve may not be its own: sandbox.MEMORY_STOP, limits.DISK_LOW)."""
-    return (message.startswith(STOPPED) and not message.endswith(sandbox.MEMORY_STOP)
+    """Whether a case's message says its program went over one of its own limits (its work folder's disk
+    or files, its processes, its memory where the cgroup says so): what it did alone, which no other
+    program adds to. Not a kill by the machine's out-of-memory killer nor a stop for the disk's reserve,
+    which other programs can bring about (sandbox.MACHINE_SHORT, limits.DISK_LOW)."""
+    return (message.startswith(STOPPED) and sandbox.MACHINE_SHORT not in message
             and limits.DISK_LOW not in message)
 
 

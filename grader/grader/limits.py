@@ -41,7 +41,8 @@ DISK_SETTLE_S = 12.0
 """How long a disk short of the reserve is given to get its blocks back (DiskLow.passes)."""
 DISK_LOW = "ran while the disk holding its work folder fell below"
 """How a stop for the disk's reserve opens (after judged.STOPPED). Any program on the machine may have
-taken that space, so such a stop, like one for memory, may not be the run's own (judged.over_own_limit)."""
+taken that space, so such a stop, like a kill by the machine's out-of-memory killer, may not be the
+run's own (judged.over_own_limit)."""
 NOBODY = 65534
 """The uid and gid of jailed programs inside their namespace."""
 JAIL_UIDS = range(2_000_000_000, 2_000_000_100)

@@ -40,9 +40,22 @@ TAIL_BYTES = 4000
 
 
 MEMORY_STOP = "GiB of host memory"
-"""How a stop for going over the jail's memory limit ends ("used more than 16 GiB of host memory"). Its
-cgroup counts a kill by the machine's own out-of-memory killer, which other programs' use can bring
-about, as it counts one for its own limit: unlike its disk and files, this stop may not be its own."""
+"""How a stop for going over the jail's memory limit ends ("used more than 16 GiB of host memory")."""
+MACHINE_SHORT = "the machine ran short of memory"
+"""What a memory stop says where it may not be the program's own: the machine's out-of-memory killer,
+which other programs' use can bring about, ended it below its limit (cgroup v2 tells the two apart), or
+could have (v1 cannot)."""
+
+
+def memory_stop(limit_bytes: int, own: Optional[bool]) -> str:
+    """The words of a run killed by an out-of-memory killer: at its own limit (`own`), below it (False),
+    or either (None)."""
+    gib = f"{limit_bytes / 2**30:g}"
+    if own:
+        return f"used more than {gib} {MEMORY_STOP}"
+    if own is None:
+        return f"used more than {gib} {MEMORY_STOP}, or {MACHINE_SHORT}"
+    return f"was killed by the out-of-memory killer below its limit of {gib} {MEMORY_STOP}: {MACHINE_SHORT}"
 
 @dataclass
 class Run:
@@ -204,7 +217,7 @@ class Proc:
                 # The first limit it went over names the stop: a fork bomb stopped for its forks may be
                 # killed for its memory on the way out.
                 if not self.stopped_for and self.group.oom_killed():
-                    self.stopped_for = f"used more than {self.jail.limits.memory_bytes / 2**30:g} {MEMORY_STOP}"
+                    self.stopped_for = memory_stop(self.jail.limits.memory_bytes, self.group.at_own_memory_limit())
                 # A look at the folder once the run is over: a run shorter than the time between two
                 # looks (running()) was never measured at all.
                 self.stopped_for = self.stopped_for or self.jail.limits.over_disk(self.cwd) or ""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import build, sandbox
+from grader import build, judged, sandbox
 from grader.cgroups import cgroup_kind
 from grader.limits import Limits
 from jail_box import Box, small_limits
@@ -71,6 +71,8 @@ def test_memory_is_bounded_across_all_of_a_submissions_processes(box):
         }""")
     assert "held 4" not in r.output, "four processes of 128 MiB each held 512 MiB under a limit of 256 MiB"
     assert "memory" in r.stopped_for, r
+    # At its own limit, which cgroup v2 tells from the machine's shortage: its own doing, the verdict at once.
+    assert judged.over_own_limit(judged.STOPPED + r.stopped_for) == (cgroup_kind() == "v2"), r.stopped_for
 
 
 def test_a_program_that_fills_the_disk_is_stopped(box):

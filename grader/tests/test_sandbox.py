@@ -214,3 +214,22 @@ def test_the_processes_a_run_started_are_found_through_their_parents_down_to_a_g
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
 
+
+
+@pytest.mark.parametrize("events, own", [("oom 1\noom_kill 1\n", True), ("oom 0\noom_kill 1\n", False), (None, None)],
+                         ids=["at its own limit", "below it: the machine's shortage", "cgroup v1: cannot tell"])
+def test_a_kill_by_the_out_of_memory_killer_says_whether_the_runs_own_limit_was_reached(tmp_path, events, own):
+    # cgroup v2 counts an out-of-memory kill at the group's own memory.max under "oom" as well as
+    # "oom_kill"; a kill by the machine's killer, for other programs' use, only under "oom_kill". Only the
+    # first is the program's own doing, whose stop a batch need not check again with the GPU to itself.
+    from grader import judged
+    from grader.cgroups import Group
+    if events is None:
+        (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    else:
+        (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 12\n" + events)
+    group = Group([tmp_path])
+    assert group.oom_killed() and group.at_own_memory_limit() is own
+    stop = sandbox.memory_stop(16 << 30, group.at_own_memory_limit())
+    assert "16 GiB of host memory" in stop
+    assert judged.over_own_limit(judged.STOPPED + stop) is bool(own), stop
