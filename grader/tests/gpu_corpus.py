@@ -103,6 +103,10 @@ BURST_GAP_MS = 50
 """The class's bursts of timed runs start 50 ms apart, not 400 (batch --burst-gap-ms): the same bursts,
 checks in the gaps and re-warming calls, 1.4 s less per timed case. Less of the GPU's drift is
 averaged out; no verdict of the class rests on a rate near a tier's edge."""
+DISK_GIB = 1
+"""Each work folder's disk (batch --disk-gib; 8 GiB by default): no entry of the class writes more than a
+few MiB there but hostile/disk_fill.cu, whose 8 GiB held its check for 26 s beside others on an H200, and
+18 s more when it was checked again alone."""
 
 
 @dataclass
@@ -249,7 +253,7 @@ def grade_class(gpu, root: Path, running: list = None, built: bool = False) -> C
     cmd, env = grader_command("batch", str(subs), "--out", str(out), "--jobs", str(os.cpu_count() or 4),
                               "--assignments", *sorted(graded), "--timed-runs", str(TIMED_RUNS),
                               "--burst-gap-ms", str(BURST_GAP_MS), "--no-reference",
-                              "--memory-gib", "16", *([] if jailed else ["--no-isolation"]), TMPDIR=str(tmp))
+                              "--memory-gib", "16", "--disk-gib", str(DISK_GIB), *([] if jailed else ["--no-isolation"]), TMPDIR=str(tmp))
     try:
         if not built:
             build_harnesses(gpu, root)

@@ -8,7 +8,9 @@ import os
 import threading
 import time
 
-from grader import batch, grade, judged, protocol
+import pytest
+
+from grader import batch, grade, judged, protocol, tasks
 from grader.limits import DISK_LOW, DiskLow
 from grader.results import CaseResult
 
@@ -184,3 +186,35 @@ def test_a_grading_is_not_blamed_for_a_disk_that_another_gradings_kept_files_too
     # (not graded this run, or graded once the disk has room, are both fine).
     assert not (rec["verdict"] == "runtime_error" and judged.over_own_limit(rec["message"])), (rc, rec["message"],
                                                                                              stages.spans)
+
+
+def test_a_batch_gives_each_work_folder_the_disk_asked_for_in_its_jail_and_passes_it_on_to_its_slurm_jobs(
+        fake_kit, tmp_path, monkeypatch):
+    """--disk-gib: a TA whose disk is small (or a class that writes nothing) sets each work folder's disk
+    below the default 8 GiB, and a program that fills it is stopped that much sooner."""
+    from grader import jail, sandbox
+    from grader.batch import slurm
+    from grader.limits import Limits
+    seen = []
+
+    def open_jail(root, include, probe, limits, hidden=()):
+        seen.append(limits)
+        raise jail.JailError("the test stops the batch here")
+    monkeypatch.setattr(jail, "find", lambda include: None)
+    monkeypatch.setattr(sandbox, "open_jail", open_jail)
+    (tmp_path / "class" / "amy" / "trmm").mkdir(parents=True)
+    (tmp_path / "class" / "amy" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    for gib, want in ((None, Limits.disk_bytes), (1.5, 3 << 29)):
+        with pytest.raises(jail.JailError):
+            batch.main(args(tmp_path / "class", tmp_path / "out", ("no_isolation", False), ("disk_gib", gib)))
+        assert seen[-1].disk_bytes == want and seen[-1].describe_disk().startswith(f"{want / 2**30:g} GiB and")
+    opts = batch.Options(submissions=tmp_path / "class", out=tmp_path / "out", disk_bytes=3 << 29)
+    flags = slurm._flags(args(tmp_path / "class", tmp_path / "out"), opts)
+    assert flags[flags.index("--disk-gib") + 1] == "1.5"
+
+
+@pytest.mark.parametrize("gib", [0.0, 0.1, -2.0, 2000.0, float("nan")])
+def test_a_work_folders_disk_out_of_range_is_refused_with_the_range(tmp_path, gib):
+    (tmp_path / "class").mkdir()
+    with pytest.raises(tasks.TaskError, match=r"--disk-gib .*: expected 0.25 to 1024 GiB"):
+        batch.main(args(tmp_path / "class", tmp_path / "out", ("disk_gib", gib)))

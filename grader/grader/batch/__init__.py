@@ -74,6 +74,8 @@ class Options:
     """Run student code in the jail (jail.py); off only to debug the kit."""
     memory_bytes: int = Limits.memory_bytes
     """Host memory of all of one submission's processes together."""
+    disk_bytes: int = Limits.disk_bytes
+    """Disk space of one submission's work folder (what its programs write there, measured as they run)."""
     tty: Optional[bool] = None
     """Progress updated in place (default: when stderr is a terminal)."""
     shard: Optional[tuple] = None
@@ -91,6 +93,11 @@ class Options:
     """Profile each submission that was timed (Nsight Compute, in its jail); never part of the score."""
 
 
+MIN_DISK_GIB, MAX_DISK_GIB = 0.25, 1024
+"""The disk a submission's work folder may be given (--disk-gib): its runner, objects and logs take a few
+MiB."""
+
+
 def main(args) -> int:
     checks = getattr(args, "checks_per_gpu", None)
     if checks is not None and not 1 <= checks <= 64:
@@ -99,11 +106,16 @@ def main(args) -> int:
     if gap is not None and not 0 <= gap <= MAX_BURST_GAP_MS:
         raise tasks.TaskError(f"--burst-gap-ms {gap:g}: expected 0 to {MAX_BURST_GAP_MS} (milliseconds between the "
                               f"bursts of timed runs; 400 when not given)")
+    disk_gib = getattr(args, "disk_gib", None)
+    if disk_gib is not None and not MIN_DISK_GIB <= disk_gib <= MAX_DISK_GIB:  # NaN too
+        raise tasks.TaskError(f"--disk-gib {disk_gib:g}: expected {MIN_DISK_GIB:g} to {MAX_DISK_GIB:g} GiB for a "
+                              f"submission's work folder (its runner, objects and logs take a few MiB)")
+    disk = Limits.disk_bytes if disk_gib is None else int(disk_gib * (1 << 30))
     opts = Options(
         submissions=Path(args.submissions), out=Path(args.out or tasks.ROOT / "grades" / "batch"), jobs=args.jobs or 0,
         assignments=args.assignments or [], regrade=args.regrade or [], regrade_all=args.regrade_all,
         timed_runs=args.timed_runs or 0, reference=not args.no_reference, isolation=not args.no_isolation,
-        memory_bytes=int(args.memory_gib * (1 << 30)), shard=parse_shard(getattr(args, "shard", None)),
+        memory_bytes=int(args.memory_gib * (1 << 30)), disk_bytes=disk, shard=parse_shard(getattr(args, "shard", None)),
         gpus=gpus_mod.parse(getattr(args, "gpus", None)),
         mixed_gpus=getattr(args, "mixed_gpus", False), profile=getattr(args, "profile", False),
         checks_per_gpu=checks or 0, burst_gap_ms=gap)

@@ -228,7 +228,7 @@ class Batch(State, Outputs, Progress, Stages):
                       "network. For debugging the kit only, never for a class.")
             return
         self.jail = sandbox.open_jail(work_root, tasks.ROOT / "harness" / "include", build.probe_path(self.gpu.arch),
-                                      Limits(memory_bytes=self.opts.memory_bytes),
+                                      Limits(memory_bytes=self.opts.memory_bytes, disk_bytes=self.opts.disk_bytes),
                                       hidden=(tasks.ROOT, self.opts.submissions, self.out))
         self.isolation = self.jail.describe()
 

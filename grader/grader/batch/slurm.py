@@ -105,7 +105,7 @@ def _flags(args, opts: Options) -> list:
         f += ["--burst-gap-ms", f"{opts.burst_gap_ms:g}"]
     if not opts.isolation:
         f.append("--no-isolation")
-    f += ["--memory-gib", f"{opts.memory_bytes / 2**30:g}"]
+    f += ["--memory-gib", f"{opts.memory_bytes / 2**30:g}", "--disk-gib", f"{opts.disk_bytes / 2**30:g}"]
     if opts.checks_per_gpu:
         f += ["--checks-per-gpu", str(opts.checks_per_gpu)]
     if opts.jobs:
