@@ -30,11 +30,19 @@ or files, its cgroup's processes or memory)."""
 
 def over_own_limit(message: str) -> bool:
     """Whether a case's message says its program went over one of its own limits (its work folder's disk
-    or files, its processes, its memory where the cgroup says so): what it did alone, which no other
-    program adds to. Not a kill by the machine's out-of-memory killer nor a stop for the disk's reserve,
-    which other programs can bring about (sandbox.MACHINE_SHORT, limits.DISK_LOW)."""
+    or files, its processes, its memory where the cgroup says so, the size of a file it wrote): what it
+    did alone, which no other program adds to. Not a kill by the machine's out-of-memory killer nor a
+    stop for the disk's reserve, which other programs can bring about (sandbox.MACHINE_SHORT,
+    limits.DISK_LOW)."""
+    if message == FILE_TOO_LARGE:
+        return True
     return (message.startswith(STOPPED) and sandbox.MACHINE_SHORT not in message
             and limits.DISK_LOW not in message)
+
+
+FILE_TOO_LARGE = f"the program was killed by signal {int(signal.SIGXFSZ)}"
+"""A runner's death by SIGXFSZ: its writes went past its own file size limit (RLIMIT_FSIZE, one
+process's own), as hostile/flood.cu's endless printing does."""
 
 
 @dataclass

@@ -190,12 +190,12 @@ def test_a_check_that_faults_beside_another_submissions_is_run_again_alone_befor
     assert [w for k, w in stages.spans if k == "check"].count("wrong") == 1
 
 
-def test_a_check_stopped_for_writing_past_its_folders_limit_or_forking_or_using_memory_past_its_own_beside_others_is_not_run_again(
+def test_a_check_that_went_past_its_own_disk_processes_memory_or_file_size_beside_others_is_not_run_again(
         fake_kit, tmp_path, monkeypatch):
-    """Its work folder's disk counts what it wrote alone, and its cgroup the processes it started and the
-    memory it used: a neighbour cannot put it over those limits, so the stop is its verdict at once. A
-    fault beside others, and a kill by the machine's out-of-memory killer (below its limit, or where the
-    cgroup cannot tell), are still run again alone."""
+    """Its work folder's disk counts what it wrote alone, its cgroup the processes it started and the memory
+    it used, and its file size limit (SIGXFSZ) its own writes: a neighbour cannot put it over those
+    limits, so the stop is its verdict at once. A fault beside others, and a kill by the machine's
+    out-of-memory killer (below its limit, or where the cgroup cannot tell), are still run again alone."""
     from grader import judged, sandbox
     from grader.limits import FORK_BOMB_REFUSALS, Limits
     from grader.results import CaseResult
@@ -204,7 +204,7 @@ def test_a_check_stopped_for_writing_past_its_folders_limit_or_forking_or_using_
     forking = Limits().over_processes(type("Group", (), {"refused_forks": lambda self: FORK_BOMB_REFUSALS})())
 
     def over_limits(kind, who, real, task, work, gpu, opts, result):
-        if kind == "check" and who in ("filler", "bomber", "faulter", "hog", "starved", "either"):
+        if kind == "check" and who in ("filler", "bomber", "faulter", "hog", "starved", "either", "printer"):
             stages.time.sleep(0.5)  # the neighbour is checked meanwhile
             with stages.lock:
                 beside = stages.checking - {who}
@@ -214,6 +214,7 @@ def test_a_check_stopped_for_writing_past_its_folders_limit_or_forking_or_using_
                        "hog": f"{judged.STOPPED}{sandbox.memory_stop(16 << 30, True)}",
                        "starved": f"{judged.STOPPED}{sandbox.memory_stop(16 << 30, False)}",
                        "either": f"{judged.STOPPED}{sandbox.memory_stop(16 << 30, None)}",
+                       "printer": judged.FILE_TOO_LARGE,
                        "faulter": "the kernel faulted: cudaErrorIllegalAddress"}[who]
                 result.cases = [CaseResult("n1", {"n": 1}, grade.Verdict.RUNTIME_ERROR, why)]
                 result.verdict, result.message, result.score = grade.Verdict.RUNTIME_ERROR, f"case n1: {why}", 0.0
@@ -223,13 +224,13 @@ def test_a_check_stopped_for_writing_past_its_folders_limit_or_forking_or_using_
         return real_decide(kind, who, real, task, work, gpu, opts, result)
     stages.decide = over_limits
     subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("neighbour", "filler", "bomber", "faulter", "hog", "starved", "either"):
+    for who in ("neighbour", "filler", "bomber", "faulter", "hog", "starved", "either", "printer"):
         (subs / who / "trmm").mkdir(parents=True)
         (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
     assert batch.main(args(subs, out, ("checks_per_gpu", 4), ("jobs", 4))) == 0
     checks = [w for k, w in stages.spans if k == "check"]
     for who, said in (("filler", "wrote more than 8 GiB"), ("bomber", "kept starting processes past its limit"),
-                      ("hog", "used more than 16 GiB of host memory")):
+                      ("hog", "used more than 16 GiB of host memory"), ("printer", "killed by signal 25")):
         rec = json.loads((out / "records" / who / "trmm.json").read_text())
         assert rec["verdict"] == "runtime_error" and said in rec["message"], rec["message"]
         assert checks.count(who) == 1 and "checked_alone" not in rec["batch"], who
