@@ -111,8 +111,8 @@ def _batch_verb(sub) -> None:
                                                                 "files and network (debugging the kit only)")
     b.add_argument("--memory-gib", type=float, default=16, help="host memory of all of one submission's processes, "
                                                                  "GiB (default 16)")
-    b.add_argument("--disk-gib", type=float, help="disk space of one submission's work folder, GiB "
-                                                               "(default 8); the disk also keeps 1 GiB free")
+    b.add_argument("--disk-gib", type=float, help="disk space of one submission's work folder, GiB (default 8); "
+                                                  "the disk also keeps 1 GiB free")
     b.add_argument("--gpus", metavar="LIST", help="the GPUs to grade on, one timing each at once, as nvidia-smi "
                                                   "numbers them, e.g. 0,2 (default: every GPU of GPU 0's model)")
     b.add_argument("--checks-per-gpu", type=int, metavar="N", help="submissions checked (correctness, races) at once "
