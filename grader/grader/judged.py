@@ -40,7 +40,12 @@ def over_own_limit(message: str) -> bool:
             and limits.DISK_LOW not in message)
 
 
-FILE_TOO_LARGE = f"the program was killed by signal {int(signal.SIGXFSZ)}"
+def killed_by(signum: int) -> str:
+    """How a runner's death by a signal reads in a case's message."""
+    return f"the program was killed by signal {int(signum)}"
+
+
+FILE_TOO_LARGE = killed_by(signal.SIGXFSZ)
 """A runner's death by SIGXFSZ: its writes went past its own file size limit (RLIMIT_FSIZE, one
 process's own), as hostile/flood.cu's endless printing does."""
 
@@ -99,7 +104,7 @@ class Session:
         if conceal:
             return Verdict.RUNTIME_ERROR, "the program ended before the judge was done with it"
         if run.returncode < 0:
-            return Verdict.RUNTIME_ERROR, f"the program was killed by signal {-run.returncode}"
+            return Verdict.RUNTIME_ERROR, killed_by(-run.returncode)
         if run.returncode == 0:
             return Verdict.RUNTIME_ERROR, "the program exited with status 0 before the judge was done with it"
         last = sandbox.last_line(run.output)

@@ -98,9 +98,10 @@ class Box:
         return sandbox.run([str(exe)], self.work, self.tmp / "log", timeout=timeout, view=view, read_only=(exe,))
 
 
-def small_limits() -> Limits:
-    """Limits small enough for the tests to reach them quickly."""
-    return Limits(processes=64, memory_bytes=256 << 20, disk_bytes=64 << 20, files=500, tmp_bytes=16 << 20)
+def small_limits(**changes) -> Limits:
+    """Limits small enough for the tests to reach them quickly, with `changes` (Limits' fields)."""
+    return Limits(**{**dict(processes=64, memory_bytes=256 << 20, disk_bytes=64 << 20, files=500, tmp_bytes=16 << 20),
+                     **changes})
 
 
 SYSTEM_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable

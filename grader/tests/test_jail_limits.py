@@ -42,8 +42,7 @@ def test_a_fork_bomb_is_stopped_as_soon_as_it_keeps_forking_past_its_limit_and_t
     # kernel, and the batch graded it a second time alone before that verdict counted. Memory as a
     # submission has it: within the tests' 256 MiB, the bomb was now and then killed for its memory
     # before its forks were counted (a stop too, but not this one).
-    limits = Limits(processes=64, memory_bytes=4 << 30, disk_bytes=64 << 20, files=500, tmp_bytes=16 << 20)
-    with Box(tmp_path, limits) as box:
+    with Box(tmp_path, small_limits(memory_bytes=4 << 30)) as box:
         r = box.run("""
         int main(void) {
             for (;;) fork();

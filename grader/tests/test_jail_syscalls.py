@@ -13,8 +13,7 @@ import time
 import pytest
 
 from grader import jail, sandbox, tasks
-from grader.limits import Limits
-from jail_box import Box
+from jail_box import Box, small_limits
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("gcc") is None,
                                 reason="needs bubblewrap (apt-get install bubblewrap) and gcc")
@@ -23,8 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("g
 @pytest.fixture
 def file_capped(tmp_path):
     """A jail whose files may be 32 MiB each, in a work folder of 1 GiB."""
-    with Box(tmp_path, Limits(processes=64, memory_bytes=256 << 20, disk_bytes=1 << 30, files=500,
-                              tmp_bytes=16 << 20, file_bytes=32 << 20)) as box:
+    with Box(tmp_path, small_limits(disk_bytes=1 << 30, file_bytes=32 << 20)) as box:
         yield box
 
 
