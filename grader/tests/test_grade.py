@@ -313,6 +313,19 @@ def test_the_library_is_timed_while_kernel_cu_compiles_and_the_student_s_code_ge
                                                       ("start", "correctness1"), ("start", "timed")]
 
 
+def test_the_judge_gets_one_hardware_queue_while_the_student_s_runner_and_the_library_keep_the_driver_s_default(
+        replay, monkeypatch, tmp_path):
+    monkeypatch.setattr(performance.EarlyBaselines, "MIN_CPUS", 1)
+    monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+    log = tmp_path / "env.log"
+    monkeypatch.setenv("KIT_FAKE_ENV_LOG", str(log))
+    r, expected = replay("reference")
+    check_against_recording(r, expected)
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    given = {p: {s["connections"] for s in seen if s["program"] == p} for p in ("judge", "runner", "serve")}
+    assert given == {"judge": {"1"}, "runner": {None}, "serve": {None}}
+
+
 def test_a_build_error_ends_the_library_s_session_at_once(replay, monkeypatch, tmp_path):
     monkeypatch.setattr(performance.EarlyBaselines, "MIN_CPUS", 1)
     monkeypatch.setenv("KIT_FAKE_GPU_LOG", str(tmp_path / "gpu.log"))
