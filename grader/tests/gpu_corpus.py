@@ -108,6 +108,12 @@ DISK_GIB = 1
 few MiB there but hostile/disk_fill.cu, whose 8 GiB held its check for 26 s beside others on an H200, and
 18 s more when it was checked again alone."""
 
+MEMORY_GIB = 8
+"""The host memory of each submission's processes together (batch --memory-gib; 16 GiB by default). No
+honest entry comes near it; hostile/hog.cu and memory_fork.cu touch memory until it stops them, which at
+16 GiB took hog 21 s beside others on an H200, past the 20 s case limit: a timeout, checked again alone
+for 11 s more."""
+
 
 @dataclass
 class Watch:
@@ -253,7 +259,7 @@ def grade_class(gpu, root: Path, running: list = None, built: bool = False) -> C
     cmd, env = grader_command("batch", str(subs), "--out", str(out), "--jobs", str(os.cpu_count() or 4),
                               "--assignments", *sorted(graded), "--timed-runs", str(TIMED_RUNS),
                               "--burst-gap-ms", str(BURST_GAP_MS), "--no-reference",
-                              "--memory-gib", "16", "--disk-gib", str(DISK_GIB), *([] if jailed else ["--no-isolation"]), TMPDIR=str(tmp))
+                              "--memory-gib", str(MEMORY_GIB), "--disk-gib", str(DISK_GIB), *([] if jailed else ["--no-isolation"]), TMPDIR=str(tmp))
     try:
         if not built:
             build_harnesses(gpu, root)
