@@ -22,7 +22,7 @@ from grader import batch, build, grade, jail, performance, tasks
 ROOT = tasks.ROOT
 HERE = Path(__file__).parent
 
-from fake_kit import ENTRY, args, kernel, make_class, read_gradebook  # noqa: E402
+from fake_kit import ENTRY, args, correct_class, kernel, make_class, read_gradebook  # noqa: E402
 
 
 def test_the_plot_keeps_a_long_library_name_whole_and_draws_tier_lines_behind_every_label():
@@ -111,10 +111,7 @@ def test_a_batch_times_the_library_once_per_graded_case_and_every_record_compare
     timed = []
     real = performance.library_times
     monkeypatch.setattr(performance, "library_times", lambda *a, **k: timed.append(a[4]) or real(*a, **k))
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    for s in ("alice", "bob", "carol"):
-        (subs / s / "trmm").mkdir(parents=True)
-        (subs / s / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "subs", ("alice", "bob", "carol")), tmp_path / "out"
     assert batch.main(args(subs, out)) == 0
     assert timed == ["n4096"]  # trmm's one graded case, for the first of three correct submissions
     recs = [json.loads((out / "records" / s / "trmm.json").read_text()) for s in ("alice", "bob", "carol")]

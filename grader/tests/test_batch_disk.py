@@ -14,7 +14,7 @@ from grader import batch, grade, judged, protocol, tasks
 from grader.limits import DISK_LOW, DiskLow
 from grader.results import CaseResult
 
-from fake_kit import args, kernel  # noqa: E402
+from fake_kit import args, correct_class  # noqa: E402
 from test_batch_gpus import Stages
 
 
@@ -45,10 +45,7 @@ def test_a_grading_stopped_for_the_disks_reserve_or_refused_a_start_by_it_is_gra
             raise DiskLow("the disk holding the work folder has less than 1 GiB free")
         return real_decide(kind, who, real, task, work, gpu, opts, result)
     stages.decide = short_of_disk
-    subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("checked", "timed", "refused", "n1", "n2"):
-        (subs / who / "trmm").mkdir(parents=True)
-        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "class", ("checked", "timed", "refused", "n1", "n2")), tmp_path / "out"
     assert batch.main(args(subs, out, ("checks_per_gpu", 4), ("jobs", 5))) == 0
     for who, kind in (("checked", "check"), ("timed", "timing"), ("refused", "check")):
         rec = json.loads((out / "records" / who / "trmm.json").read_text())
@@ -71,10 +68,7 @@ def test_a_program_that_writes_the_disk_reserves_words_into_its_own_fault_is_not
             return False
         return real_decide(kind, who, real, task, work, gpu, opts, result)
     stages.decide = forger
-    subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("forger", "other"):
-        (subs / who / "trmm").mkdir(parents=True)
-        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "class", ("forger", "other")), tmp_path / "out"
     assert batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 2))) == 0
     assert [w for k, w in stages.spans if k == "check"].count("forger") == 1, stages.spans
 
@@ -100,10 +94,7 @@ def test_a_grading_whose_own_leftovers_keep_the_disk_short_gets_that_verdict_and
                 os.fsync(f.fileno())
         return real_decide(kind, who, real, task, work, gpu, opts, result)
     stages.decide = leaves_junk
-    subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("mallory", "v1", "v2", "v3"):
-        (subs / who / "trmm").mkdir(parents=True)
-        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "class", ("mallory", "v1", "v2", "v3")), tmp_path / "out"
     # Others refused while its files were kept are graded at the next run; none stops the batch.
     assert batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 1))) in (0, 2)
     assert batch.main(args(subs, out, ("checks_per_gpu", 1), ("jobs", 1))) == 0
@@ -130,10 +121,7 @@ def test_a_disk_that_gets_its_blocks_back_soon_after_is_waited_for_and_the_batch
                 raise DiskLow(f"the disk holding {work} is short", 0, 1 << 20, tmp_path)
         return real_decide(kind, who, real, task, work, gpu, opts, result)
     stages.decide = late_blocks
-    subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("late", "other"):
-        (subs / who / "trmm").mkdir(parents=True)
-        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "class", ("late", "other")), tmp_path / "out"
     assert batch.main(args(subs, out)) == 0
     assert len(tries) == 3
     assert json.loads((out / "records" / "late" / "trmm.json").read_text())["verdict"] == "correct"
@@ -175,10 +163,7 @@ def test_a_grading_is_not_blamed_for_a_disk_that_another_gradings_kept_files_too
             room(work)  # its next run (the next case) is refused: the disk is short
         return real_decide(kind, who, real, task, work, gpu, opts, result)
     stages.decide = decide
-    subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("mallory", "victim"):
-        (subs / who / "trmm").mkdir(parents=True)
-        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "class", ("mallory", "victim")), tmp_path / "out"
     rc = batch.main(args(subs, out, ("checks_per_gpu", 2), ("jobs", 2)))
     rec_path = out / "records" / "victim" / "trmm.json"
     rec = json.loads(rec_path.read_text()) if rec_path.exists() else {"verdict": "(not graded)", "message": ""}
@@ -202,8 +187,7 @@ def test_a_batch_gives_each_work_folder_the_disk_asked_for_in_its_jail_and_passe
         raise jail.JailError("the test stops the batch here")
     monkeypatch.setattr(jail, "find", lambda include: None)
     monkeypatch.setattr(sandbox, "open_jail", open_jail)
-    (tmp_path / "class" / "amy" / "trmm").mkdir(parents=True)
-    (tmp_path / "class" / "amy" / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    correct_class(tmp_path / "class", ["amy"])
     for gib, want in ((None, Limits.disk_bytes), (1.5, 3 << 29)):
         with pytest.raises(jail.JailError):
             batch.main(args(tmp_path / "class", tmp_path / "out", ("no_isolation", False), ("disk_gib", gib)))

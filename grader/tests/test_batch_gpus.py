@@ -16,7 +16,7 @@ from grader.results import GpuInfo
 HERE = Path(__file__).parent
 
 
-from fake_kit import args, kernel, make_class, read_gradebook  # noqa: E402
+from fake_kit import args, correct_class, kernel, make_class, read_gradebook  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,13 +132,6 @@ class Stages:
         return real(task, work, gpu, opts, result)
 
 
-def correct_class(root: Path, n: int) -> Path:
-    for i in range(n):
-        (root / f"s{i}" / "trmm").mkdir(parents=True)
-        (root / f"s{i}" / "trmm" / "kernel.cu").write_text(kernel("reference"))
-    return root
-
-
 def test_checks_of_several_submissions_share_the_gpu_while_a_timing_has_it_to_itself(fake_kit, tmp_path,
                                                                                     monkeypatch):
     stages = Stages(monkeypatch)
@@ -223,10 +216,7 @@ def test_a_check_that_went_past_its_own_disk_processes_memory_or_file_size_besid
             stages.time.sleep(1.5)
         return real_decide(kind, who, real, task, work, gpu, opts, result)
     stages.decide = over_limits
-    subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("neighbour", "filler", "bomber", "faulter", "hog", "starved", "either", "printer"):
-        (subs / who / "trmm").mkdir(parents=True)
-        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "class", ("neighbour", "filler", "bomber", "faulter", "hog", "starved", "either", "printer")), tmp_path / "out"
     assert batch.main(args(subs, out, ("checks_per_gpu", 4), ("jobs", 4))) == 0
     checks = [w for k, w in stages.spans if k == "check"]
     for who, said in (("filler", "wrote more than 8 GiB"), ("bomber", "kept starting processes past its limit"),
@@ -244,10 +234,7 @@ def test_a_batch_s_burst_gap_reaches_every_timed_plan_the_library_s_too_and_each
     from grader import judged
     plans, real = [], judged.run
     monkeypatch.setattr(judged, "run", lambda checker, plan, *a, **k: plans.append(plan) or real(checker, plan, *a, **k))
-    subs, out = tmp_path / "class", tmp_path / "out"
-    for who in ("amy", "ben"):
-        (subs / who / "trmm").mkdir(parents=True)
-        (subs / who / "trmm" / "kernel.cu").write_text(kernel("reference"))
+    subs, out = correct_class(tmp_path / "class", ("amy", "ben")), tmp_path / "out"
     assert batch.main(args(subs, out, ("burst_gap_ms", 50.0))) == 0
     timed = [line for plan in plans for line in plan.splitlines() if line.startswith("timed ")]
     assert len(timed) >= 3  # the library's and each student's
