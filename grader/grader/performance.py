@@ -70,26 +70,24 @@ def _disturbed_runs(s: judged.Session) -> tuple:
     return total, own
 
 
-def median_moved(times_ms: list, waits_ms: list, overhead_ms: float) -> bool:
+def median_moved(times_ms: list, waits_ms: list, round_trip_ms: Callable) -> bool:
     """Whether the disturbed runs (disturbed()) of one case's timing could have moved its median by more
-    than MEDIAN_SHIFT of the time scored: their waits taken off, as much as a wait can have added."""
+    than MEDIAN_SHIFT of the time scored: their waits taken off, as much as a wait can have added.
+    round_trip_ms() is the empty call's, asked only where a run was disturbed."""
     bad = disturbed(times_ms, waits_ms)
-    if not any(bad) or not times_ms:
+    if not any(bad):
         return False
-    least = [t - w if b else t for t, w, b in zip(times_ms, waits_ms, bad)]
+    least = [t - waits_ms[i] if b else t for i, (t, b) in enumerate(zip(times_ms, bad))]
     med = statistics.median(times_ms)
-    return med - statistics.median(least) > MEDIAN_SHIFT * max(med - overhead_ms, 1e-6)
+    return med - statistics.median(least) > MEDIAN_SHIFT * max(med - round_trip_ms(), 1e-6)
 
 
-def _moved(s: judged.Session, overhead) -> bool:
-    """Whether the disturbed runs of a case of the student's session `s` could have moved its median;
-    overhead(case id) is the empty call's round trip, asked only of a case with a disturbed run."""
-    for r in (r for r in s.records if r.get("event") == "timed"):
-        times, waits = r.get("times_ms") or [], list(r.get("wait_ms") or [])
-        waits += [0.0] * (len(times) - len(waits))
-        if any(disturbed(times, waits)) and median_moved(times, waits, overhead(r.get("case"))):
-            return True
-    return False
+def _moved(s: judged.Session, task: Task, round_trip: Callable) -> bool:
+    """Whether the disturbed runs of a case of session `s` could have moved its median (median_moved);
+    round_trip(graded) is the empty call's, asked only of a case with a disturbed run."""
+    timed = {r.get("case"): r for r in s.records if r.get("event") == "timed"}
+    return any(median_moved(timed[g.case.id].get("times_ms") or [], timed[g.case.id].get("wait_ms") or [],
+                            lambda g=g: round_trip(g)) for g in task.graded if g.case.id in timed)
 
 
 def _finished_right(s: judged.Session, ncases: int) -> bool:
@@ -106,18 +104,21 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
     (timeout, fault, wrong timed output, impossible rate) ends the stage with its verdict."""
     plan = "".join(graded_line(g) + "\n" for g in task.graded)
     limit = task.timeouts["timed"]
-    library = _once(baselines or library_times)
-    by_id = {g.case.id: g for g in task.graded}
+    asked = {}
 
-    def overhead(case_id: str) -> float:
-        g = by_id[case_id]
-        return library(task, work, gpu.arch, graded_line(g) + "\n", case_id, g.warmup, gpus, routes_timed(task, all_routes))[1]
+    def library(graded) -> tuple:
+        """(routes, overhead ms) of a graded case, asked once: by the retiming, then by the score."""
+        if graded.case.id not in asked:
+            asked[graded.case.id] = (baselines or library_times)(
+                task, work, gpu.arch, graded_line(graded) + "\n", graded.case.id, graded.warmup, gpus,
+                routes_timed(task, all_routes))
+        return asked[graded.case.id]
 
     for attempt in range(RETIMES + 1):
         s = judged.session(task, work, gpu.arch, plan, "timed", limit, len(task.graded), secret, gpus)
         disturbed_runs, own = _disturbed_runs(s)
         if (not disturbed_runs or own or not _finished_right(s, len(task.graded))
-                or not _moved(s, overhead)):
+                or not _moved(s, task, lambda g: library(g)[1])):
             break
         if attempt == RETIMES:
             raise build.KitError(
@@ -126,7 +127,7 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
                 f"again when it is idle")
         time.sleep(RETIME_PAUSE_S)
     for graded in task.graded:
-        perf = score_one(task, work, gpu, graded, s, result, gpus, all_routes, library)
+        perf = score_one(task, gpu, graded, s, result, library)
         if perf is None:
             return
         result.performance.append(perf)
@@ -143,17 +144,6 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
                            f"they count as they came)")
 
 
-def _once(library: Callable) -> Callable:
-    """`library` (baselines, or library_times) asked once per case: the retiming and the score ask the same."""
-    got = {}
-
-    def once(task, work, arch, plan, case_id, *rest):
-        if case_id not in got:
-            got[case_id] = library(task, work, arch, plan, case_id, *rest)
-        return got[case_id]
-    return once
-
-
 def graded_line(graded) -> str:
     """The plan line of a graded case, for the student's timing and the library's alike."""
     g = graded.case
@@ -167,10 +157,11 @@ def routes_timed(task: Task, all_routes: bool) -> Optional[str]:
     return None if all_routes else task.data["performance"].get("baseline", "")
 
 
-def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, result: GradeResult,
-              gpus: Optional[tuple] = None, all_routes: bool = False,
-              baselines: Optional[Callable] = None) -> Optional[Performance]:
-    """The rate of graded case `graded` from the timed session `s`, next to the library's, and its points."""
+def score_one(task: Task, gpu: GpuInfo, graded, s: judged.Session, result: GradeResult,
+              library: Callable) -> Optional[Performance]:
+    """The rate of graded case `graded` from the timed session `s`, next to the library's (library(graded):
+    its routes and the empty call's round trip, timed by the same judge with no runner of the student's
+    alive; asked only of a timing that ran right), and its points."""
     g = graded.case
     mine = [r for r in s.records if r.get("case") == g.id]
     timed = next((r for r in mine if r.get("event") == "timed"), None)
@@ -196,11 +187,8 @@ def score_one(task: Task, work: Path, gpu: GpuInfo, graded, s: judged.Session, r
         if values:
             returned[name] = values[len(values) // 2]
     work_units = task.work(g.params, returned)
-    # The library's baseline route (or all its routes) and the empty call, timed by the same judge
-    # with no runner of the student's alive.
     baseline = task.data["performance"].get("baseline", "")
-    routes, overhead_ms = (baselines or library_times)(task, work, gpu.arch, graded_line(graded) + "\n", g.id,
-                                                        graded.warmup, gpus, routes_timed(task, all_routes))
+    routes, overhead_ms = library(graded)
     timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup, list(timed.get("wait_ms") or []),
                     list(timed.get("others_cpu_ms") or []))
     rate = work_units / (timing.median_ms / 1e3)
