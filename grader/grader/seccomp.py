@@ -10,6 +10,14 @@ take disk that such looks cannot bound, and no CUDA program needs either:
   reach the same code on any filesystem (FS_IOC_RESVSP, FS_IOC_RESVSP64, FS_IOC_ZERO_RANGE).
 - io_uring keeps a file registered with it open with no descriptor left: deleted and closed, the
   file is in no folder and no descriptor table. Refused with ENOSYS, as by a kernel built without it.
+Four calls would let a program choose which of its timings are taken again: a timed run is taken again
+when the judge's thread or the program's waited for a CPU while other processes had it, and the
+program's own threads are told from those by the CPU they used. A thread that moves onto the CPU where
+the judge waits (sched_setaffinity), or that gives its CPU to anything beside it (SCHED_IDLE through
+sched_setscheduler or sched_setattr, nice 19 through setpriority), makes them wait using next to no CPU
+itself; in a batch it could also move onto the CPUs of another student's timing. Refused with EPERM,
+the answer to a program not allowed to change that thread: it stays on the CPUs the grader gave it, at
+the priority it started with. Reading them is not refused. The CUDA runtime changes neither.
 And one that reaches out of the jail: a crash under a core_pattern of "|program" (apport, systemd-
 coredump) starts that program as root, outside the jail, reading the crashed program's memory, for
 any RLIMIT_CORE but 1, which every jailed program gets (limits.output_limits). A change to RLIMIT_CORE
@@ -44,10 +52,14 @@ the structure's 48 bytes of a 64-bit program and its 44 of a 32-bit one: falloca
 
 X86_64, I386, AARCH64, ARM = 0xC000_003E, 0x4000_0003, 0xC000_00B7, 0x4000_0028
 NUMBERS = {  # i386 is a 64-bit x86 program's int 0x80; x32's calls (_X32_BIT set) are all refused
-    X86_64: {"fallocate": 285, "ioctl": 16, "setrlimit": 160, "prlimit64": 302},
-    I386: {"fallocate": 324, "ioctl": 54, "setrlimit": 75, "prlimit64": 340},
-    AARCH64: {"fallocate": 47, "ioctl": 29, "setrlimit": 164, "prlimit64": 261},  # Grace Hopper
-    ARM: {"fallocate": 352, "ioctl": 54, "setrlimit": 75, "prlimit64": 369},  # an aarch64 kernel's 32-bit programs
+    X86_64: {"fallocate": 285, "ioctl": 16, "setrlimit": 160, "prlimit64": 302,
+             "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setattr": 314, "setpriority": 141},
+    I386: {"fallocate": 324, "ioctl": 54, "setrlimit": 75, "prlimit64": 340,
+           "sched_setaffinity": 241, "sched_setscheduler": 156, "sched_setattr": 351, "setpriority": 97},
+    AARCH64: {"fallocate": 47, "ioctl": 29, "setrlimit": 164, "prlimit64": 261,  # Grace Hopper
+              "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setattr": 274, "setpriority": 140},
+    ARM: {"fallocate": 352, "ioctl": 54, "setrlimit": 75, "prlimit64": 369,  # an aarch64 kernel's 32-bit programs
+          "sched_setaffinity": 241, "sched_setscheduler": 156, "sched_setattr": 380, "setpriority": 97},
 }
 """AUDIT_ARCH_* -> the numbers of the refused calls that differ between architectures."""
 IO_URING = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
@@ -78,6 +90,10 @@ RULES = (
     Rule("io_uring_register", errno.ENOSYS),
     Rule("setrlimit", errno.EPERM, arg=0, values=(RLIMIT_CORE,)),
     Rule("prlimit64", errno.EPERM, arg=1, values=(RLIMIT_CORE,), new_arg=2),
+    Rule("sched_setaffinity", errno.EPERM),
+    Rule("sched_setscheduler", errno.EPERM),
+    Rule("sched_setattr", errno.EPERM),
+    Rule("setpriority", errno.EPERM),
 )
 
 

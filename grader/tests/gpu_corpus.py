@@ -7,7 +7,7 @@ TIMED_RUNS times, the fewest a batch allows (a task asks for 10 or 20), in burst
 
 In the jail the class also holds the hostile corpus (fixtures/batch/hostile/*.cu: conv1d kernels that
 write outside their folder, read secrets, fork, fill the disk or the GPU, call the network, leave
-daemons), and the batch is watched from outside: the kit, the class folder, a stand-in for the TA's
+daemons, make their own timed runs wait for a CPU), and the batch is watched from outside: the kit, the class folder, a stand-in for the TA's
 home and another checkout are hashed before and after, a socket on the grader's machine listens for
 connections, and the host's /tmp and process table are read once the batch is over (a Watch). Those
 entries are never graded unjailed.
@@ -54,6 +54,8 @@ class Expectation:
     """`// expect:`, or in a jailed batch `// expect-batch:` where the jail changes the outcome."""
     message: str = ""
     """`// expect-message:` words the verdict's message must contain."""
+    message_absent: str = ""
+    """`// expect-message-absent:` words it must not contain ("" for none)."""
     performance_below: float = None
     """`// expect-performance-below: F`: a correct submission earns less than this fraction of the
     performance points (right, but slow)."""
@@ -68,9 +70,11 @@ def expectation(path: Path, jailed: bool) -> Expectation:
     head = path.read_text().splitlines()[:6]
     extra = {h[3:].split(":", 1)[0]: h.split(":", 1)[1].strip() for h in head[1:] if h.startswith("// expect-")}
     below = extra.get("expect-performance-below")
+    absent = extra.get("expect-message-absent", "")
     if jailed and "expect-batch" in extra:  # the message named the outcome the jail prevents
-        return Expectation(extra["expect-batch"], "", float(below) if below else None)
-    return Expectation(head[0].split(":", 1)[1].strip(), extra.get("expect-message", ""), float(below) if below else None)
+        return Expectation(extra["expect-batch"], "", absent, float(below) if below else None)
+    return Expectation(head[0].split(":", 1)[1].strip(), extra.get("expect-message", ""), absent,
+                       float(below) if below else None)
 
 
 def jail_changes(path: Path) -> bool:

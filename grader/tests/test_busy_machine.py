@@ -59,7 +59,7 @@ def test_a_library_timed_while_the_machine_stays_busy_is_a_kit_error_that_says_s
     assert len(sessions) == performance.LIBRARY_TRIES
 
 
-def student_session(task, waits, wrong=False, others=QUIET, times=None):
+def student_session(task, waits, wrong=False, others=QUIET, times=None, cpu_s=None):
     records = [{"event": "ready"}]
     for g in task.graded:
         c = g.case.id
@@ -68,7 +68,8 @@ def student_session(task, waits, wrong=False, others=QUIET, times=None):
                     {"event": "check", "case": c, "run": 0, "array": "P", "pass": not wrong, "compared": 10,
                      "rel_error": 0.5 if wrong else 0.0, "worst_index": 3, "worst_got": 1.0, "worst_want": 2.0},
                     {"event": "checked", "case": c}]
-    return judged.Session(records=records, runner=sandbox.Run(0, False, 1.0, ""), judge=sandbox.Run(0, False, 1.0, ""))
+    return judged.Session(records=records, runner=sandbox.Run(0, False, 1.0, "", cpu_s=cpu_s),
+                          judge=sandbox.Run(0, False, 1.0, ""))
 
 
 def time_student(monkeypatch, sessions, overhead_ms=0.0, asked=None):
@@ -171,3 +172,22 @@ def test_a_timing_disturbed_from_outside_is_taken_again_though_the_cuda_runtime_
     quiet = lambda task: student_session(task, QUIET)  # noqa: E731
     result, taken = time_student(monkeypatch, [outside, quiet])
     assert taken == 2 and "own threads" not in result.message
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["its cgroup counted", "no cgroup"])
+def test_a_jailed_timing_is_taken_again_only_where_the_judge_could_count_every_process_of_the_program(
+        monkeypatch, cgroup):
+    """Without a cgroup (a grader that is not root) the judge counts only the runner's threads: child
+    processes spinning during its runs (fixtures/batch/hostile/child_spinners.cu) would read as other
+    programs, and a program could choose which of its timings is kept. There its times count as they
+    came, and the message says why."""
+    monkeypatch.setattr(sandbox, "_JAIL", object())
+    busy = lambda task: student_session(task, [3.0] * 5 + [0.0] * 5, cpu_s=1.0 if cgroup else None)  # noqa: E731
+    quiet = lambda task: student_session(task, QUIET, cpu_s=1.0 if cgroup else None)  # noqa: E731
+    result, taken = time_student(monkeypatch, [busy, quiet])
+    assert result.verdict == Verdict.CORRECT
+    if cgroup:
+        assert taken == 2 and "timed 2 times" in result.message
+    else:
+        assert taken == 1 and f"10 {performance.UNACCOUNTED}" in result.message  # 5 in each graded case
+        assert all(p.timing.waits_ms == [3.0] * 5 + [0.0] * 5 for p in result.performance)

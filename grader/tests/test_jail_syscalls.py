@@ -255,3 +255,36 @@ def test_a_jail_opened_before_core_dumps_went_to_a_socket_runs_nothing_after(box
     # then set a socket, and a crash's memory (450,560 bytes) reached it.
     with pytest.raises(jail.JailError, match="sends core dumps to a socket"):
         box.run("int main(void) { *(volatile int*) 0 = 1; return 0; }")
+
+
+def test_a_program_cannot_move_its_threads_between_cpus_or_lower_their_priority(box):
+    # A timed run disturbed by other processes is timed again, and the judge tells them from the
+    # program's own threads by the CPU the program used. A thread that hops onto the CPU where the
+    # judge waits (affinity), or that yields to anything beside it (SCHED_IDLE, nice 19), makes the
+    # two wait for each other using next to no CPU of its own: the program would choose which of its
+    # timings are taken again (fixtures/batch/hostile/affinity_hop.cu). Reading its CPUs still works.
+    r = box.run("""
+        #include <sys/resource.h>
+        #include <sys/syscall.h>
+        #include <stdint.h>
+        struct attr { uint32_t size, policy; uint64_t flags; int32_t nice; uint32_t priority;
+                      uint64_t runtime, deadline, period; };
+        int main(void) {
+            cpu_set_t all, one;
+            if (sched_getaffinity(0, sizeof all, &all)) { printf("no affinity to read\\n"); return 0; }
+            int first = 0;
+            while (!CPU_ISSET(first, &all)) first++;
+            CPU_ZERO(&one);
+            CPU_SET(first, &one);
+            struct sched_param param = {0};
+            struct attr idle = {sizeof idle, SCHED_IDLE};
+            int affinity = sched_setaffinity(0, sizeof one, &one) ? errno : 0;
+            int policy = sched_setscheduler(0, SCHED_IDLE, &param) ? errno : 0;
+            int attr = syscall(SYS_sched_setattr, 0, &idle, 0) ? errno : 0;
+            int nice = setpriority(PRIO_PROCESS, 0, 19) ? errno : 0;
+            printf("cpus %d: affinity %d policy %d attr %d nice %d\\n", CPU_COUNT(&all), affinity, policy, attr, nice);
+            return 0;
+        }""")
+    e = errno.EPERM
+    assert f": affinity {e} policy {e} attr {e} nice {e}" in r.output, r
+    assert "cpus 0:" not in r.output, r

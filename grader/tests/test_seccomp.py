@@ -62,3 +62,12 @@ def test_each_architecture_refuses_preallocation_io_uring_and_a_new_core_limit_a
 
 def test_a_program_of_an_architecture_the_filter_does_not_know_is_stopped_at_its_first_call():
     assert verdict(0, 0xC000_00F3, 0) == 0x8000_0000  # riscv64: SECCOMP_RET_KILL_PROCESS
+
+
+@pytest.mark.parametrize("arch", [seccomp.X86_64, seccomp.I386, seccomp.AARCH64, seccomp.ARM],
+                         ids=["x86_64", "i386", "aarch64", "arm"])
+def test_each_architecture_refuses_moving_a_thread_or_lowering_its_priority_and_lets_it_read_its_cpus(arch):
+    n = seccomp.NUMBERS[arch]
+    for call in ("sched_setaffinity", "sched_setscheduler", "sched_setattr", "setpriority"):
+        assert verdict(n[call], arch, 0, 128, 0x1000) == ERRNO | errno.EPERM, call
+    assert verdict(n["sched_setaffinity"] + 1, arch, 0, 128, 0x1000) == ALLOW  # sched_getaffinity
