@@ -77,13 +77,14 @@ class Group:
             (d / "cgroup.procs").write_text(str(os.getpid()))
 
     def pids(self) -> list:
-        out = []
+        """Its processes, each once (on v1 each controller's folder lists them all)."""
+        out = {}
         for d in self.paths:
             try:
-                out += [int(p) for p in (d / "cgroup.procs").read_text().split()]
+                out.update(dict.fromkeys(int(p) for p in (d / "cgroup.procs").read_text().split()))
             except OSError:
                 pass
-        return out
+        return list(out)
 
     def _count(self, file: str, key: str) -> int:
         """`key`'s number in each of the group's folders' `file` ("key number" lines), added up; a folder

@@ -17,7 +17,10 @@ the judge waits (sched_setaffinity), or that gives its CPU to anything beside it
 sched_setscheduler or sched_setattr, nice 19 through setpriority), makes them wait using next to no CPU
 itself; in a batch it could also move onto the CPUs of another student's timing. Refused with EPERM,
 the answer to a program not allowed to change that thread: it stays on the CPUs the grader gave it, at
-the priority it started with. Reading them is not refused. The CUDA runtime changes neither.
+the priority it started with. Reading them is not refused. The CUDA runtime changes neither. So is the
+32-bit `nice` call, which a 64-bit x86 program reaches through int 0x80, and a core scheduling cookie
+(prctl PR_SCHED_CORE): on a machine with two threads per core, a check holding one would keep the other
+thread of its core idle, where another student's judge may be timing.
 And one that reaches out of the jail: a crash under a core_pattern of "|program" (apport, systemd-
 coredump) starts that program as root, outside the jail, reading the crashed program's memory, for
 any RLIMIT_CORE but 1, which every jailed program gets (limits.output_limits). A change to RLIMIT_CORE
@@ -45,6 +48,7 @@ _X32_BIT = 0x4000_0000
 _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
 _ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF_0000, 0x8000_0000, 0x0005_0000
 RLIMIT_CORE = 4
+PR_SCHED_CORE = 62
 
 PREALLOCATING_IOCTLS = (0x4030_5828, 0x4030_582A, 0x4030_5839, 0x402C_5828, 0x402C_582A, 0x402C_5839)
 """FS_IOC_RESVSP, FS_IOC_RESVSP64 and FS_IOC_ZERO_RANGE (_IOW('X', 40, 42, 57, struct space_resv)), with
@@ -52,13 +56,13 @@ the structure's 48 bytes of a 64-bit program and its 44 of a 32-bit one: falloca
 
 X86_64, I386, AARCH64, ARM = 0xC000_003E, 0x4000_0003, 0xC000_00B7, 0x4000_0028
 NUMBERS = {  # i386 is a 64-bit x86 program's int 0x80; x32's calls (_X32_BIT set) are all refused
-    X86_64: {"fallocate": 285, "ioctl": 16, "setrlimit": 160, "prlimit64": 302,
+    X86_64: {"fallocate": 285, "ioctl": 16, "setrlimit": 160, "prlimit64": 302, "prctl": 157,
              "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setattr": 314, "setpriority": 141},
-    I386: {"fallocate": 324, "ioctl": 54, "setrlimit": 75, "prlimit64": 340,
+    I386: {"fallocate": 324, "ioctl": 54, "setrlimit": 75, "prlimit64": 340, "prctl": 172, "nice": 34,
            "sched_setaffinity": 241, "sched_setscheduler": 156, "sched_setattr": 351, "setpriority": 97},
-    AARCH64: {"fallocate": 47, "ioctl": 29, "setrlimit": 164, "prlimit64": 261,  # Grace Hopper
+    AARCH64: {"fallocate": 47, "ioctl": 29, "setrlimit": 164, "prlimit64": 261, "prctl": 167,  # Grace Hopper
               "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setattr": 274, "setpriority": 140},
-    ARM: {"fallocate": 352, "ioctl": 54, "setrlimit": 75, "prlimit64": 369,  # an aarch64 kernel's 32-bit programs
+    ARM: {"fallocate": 352, "ioctl": 54, "setrlimit": 75, "prlimit64": 369, "prctl": 172, "nice": 34,
           "sched_setaffinity": 241, "sched_setscheduler": 156, "sched_setattr": 380, "setpriority": 97},
 }
 """AUDIT_ARCH_* -> the numbers of the refused calls that differ between architectures."""
@@ -94,6 +98,8 @@ RULES = (
     Rule("sched_setscheduler", errno.EPERM),
     Rule("sched_setattr", errno.EPERM),
     Rule("setpriority", errno.EPERM),
+    Rule("nice", errno.EPERM),  # 32-bit only: the 64-bit tables have none
+    Rule("prctl", errno.EPERM, arg=0, values=(PR_SCHED_CORE,)),
 )
 
 
@@ -131,7 +137,8 @@ def program() -> bytes:
     """The filter, as the bytes of its sock_filter array."""
     ops = [_op(_LD_W_ABS, _ARCH)]
     for arch in NUMBERS:
-        block = (_no_x32() if arch == X86_64 else []) + [op for rule in RULES for op in _rule(arch, rule)]
+        block = (_no_x32() if arch == X86_64 else []) + [op for rule in RULES if rule.call in NUMBERS[arch] | IO_URING
+                                                          for op in _rule(arch, rule)]
         block.append(_op(_RET_K, _ALLOW))
         ops += [_op(_JEQ_K, arch, jt=0, jf=len(block))] + block
     ops.append(_op(_RET_K, _KILL_PROCESS))

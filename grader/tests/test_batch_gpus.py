@@ -3,6 +3,7 @@ a timing has it to itself, a check that fails beside another run again alone, se
 with a judge of its own, and the time left as the class goes (the fake harness of fake_kit.py,
 GPUs described by fixtures)."""
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -319,3 +320,27 @@ def test_checks_side_by_side_default_to_one_per_16_gib_of_gpu_memory_at_most_fou
     for memory, checks in ((16, 1), (24, 1), (40, 2), (48, 3), (80, 4), (141, 4)):
         info.memory_bytes = memory * gib
         assert batch_gpus.default_checks(info) == checks, memory
+
+
+def test_the_batch_s_own_threads_keep_off_the_cpus_of_its_timings_and_give_the_caller_its_cpus_back(
+        fake_kit, tmp_path, monkeypatch):
+    """The grader looks at every run's processes and files four times a second: at a program holding
+    thousands of descriptors a look takes milliseconds of CPU, which on a timing's CPUs its judge would
+    wait for, as if other programs had taken them (a retime the program chose). Here two CPUs are split
+    one for the builds and checks, one for the timing."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    monkeypatch.setattr(batch.scheduling, "split_cpus", lambda all_cpus, ids: ([cpus[0]], {ids[0]: [cpus[1]]}))
+    seen = {}
+    for stage in ("check_stages", "timing_stages"):
+        real = getattr(grade, stage)
+
+        def watched(*a, real=real, stage=stage):
+            seen.setdefault(stage, set()).update(os.sched_getaffinity(0))
+            return real(*a)
+        monkeypatch.setattr(grade, stage, watched)
+    subs, out = correct_class(tmp_path / "class", 2), tmp_path / "out"
+    assert batch.main(args(subs, out)) == 0
+    assert seen == {"check_stages": {cpus[0]}, "timing_stages": {cpus[0]}}
+    assert sorted(os.sched_getaffinity(0)) == cpus

@@ -288,3 +288,34 @@ def test_a_program_cannot_move_its_threads_between_cpus_or_lower_their_priority(
     e = errno.EPERM
     assert f": affinity {e} policy {e} attr {e} nice {e}" in r.output, r
     assert "cpus 0:" not in r.output, r
+
+
+def test_a_64_bit_program_cannot_lower_its_priority_through_the_32_bit_nice_call_either(box):
+    # nice has no 64-bit call, only the 32-bit one (34), which int 0x80 reaches from a 64-bit program.
+    r = box.run("""
+        #include <sys/resource.h>
+        int main(void) {
+            long r;
+            asm volatile("int $0x80" : "=a"(r) : "a"(20L) : "memory");  /* getpid */
+            if (r != getpid()) { printf("no 32-bit calls here\\n"); return 0; }
+            asm volatile("int $0x80" : "=a"(r) : "a"(34L), "b"(19L) : "memory");
+            printf("nice %ld, priority now %d\\n", r, getpriority(PRIO_PROCESS, 0));
+            return 0;
+        }""")
+    if "no 32-bit calls" in r.output:
+        pytest.skip("this kernel runs no 32-bit system calls (no IA32 emulation)")
+    assert f"nice {-errno.EPERM}, priority now 0" in r.output, r
+
+
+def test_a_program_cannot_take_a_core_scheduling_cookie(box):
+    # On a machine with two threads per core (and a kernel with core scheduling), a check holding a
+    # cookie of its own keeps the other thread of its core idle while it runs: where that thread is
+    # one of another student's timing CPUs, that timing waits. Refused whatever the kernel supports.
+    r = box.run("""
+        #include <sys/prctl.h>
+        int main(void) {
+            int r = prctl(62 /* PR_SCHED_CORE */, 1 /* PR_SCHED_CORE_CREATE */, 0, 0 /* a thread group */, 0);
+            printf("cookie %d errno %d\\n", r, r ? errno : 0);
+            return 0;
+        }""")
+    assert f"cookie -1 errno {errno.EPERM}" in r.output, r

@@ -233,3 +233,15 @@ def test_a_kill_by_the_out_of_memory_killer_says_whether_the_runs_own_limit_was_
     stop = sandbox.memory_stop(16 << 30, group.at_own_memory_limit())
     assert "16 GiB of host memory" in stop
     assert judged.over_own_limit(judged.STOPPED + stop) is bool(own), stop
+
+
+def test_a_process_in_each_of_a_cgroup_v1_groups_folders_is_one_process(tmp_path):
+    # cgroup v1 keeps one folder per controller (memory, pids, cpuacct), each listing every process of
+    # the run: listed three times, each process's descriptors were counted three times, and an honest
+    # run was stopped at a third of the descriptor limit.
+    from grader.cgroups import Group
+    folders = [tmp_path / c for c in ("memory", "pids", "cpuacct")]
+    for d in folders:
+        d.mkdir()
+        (d / "cgroup.procs").write_text("41\n42\n")
+    assert sorted(Group(folders).pids()) == [41, 42]

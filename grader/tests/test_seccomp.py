@@ -66,8 +66,13 @@ def test_a_program_of_an_architecture_the_filter_does_not_know_is_stopped_at_its
 
 @pytest.mark.parametrize("arch", [seccomp.X86_64, seccomp.I386, seccomp.AARCH64, seccomp.ARM],
                          ids=["x86_64", "i386", "aarch64", "arm"])
-def test_each_architecture_refuses_moving_a_thread_or_lowering_its_priority_and_lets_it_read_its_cpus(arch):
+def test_each_architecture_refuses_moving_a_thread_lowering_its_priority_or_a_core_cookie_and_lets_it_read_its_cpus(
+        arch):
     n = seccomp.NUMBERS[arch]
     for call in ("sched_setaffinity", "sched_setscheduler", "sched_setattr", "setpriority"):
         assert verdict(n[call], arch, 0, 128, 0x1000) == ERRNO | errno.EPERM, call
     assert verdict(n["sched_setaffinity"] + 1, arch, 0, 128, 0x1000) == ALLOW  # sched_getaffinity
+    if "nice" in n:  # the 32-bit tables' own call
+        assert verdict(n["nice"], arch, 19) == ERRNO | errno.EPERM
+    assert verdict(n["prctl"], arch, seccomp.PR_SCHED_CORE, 1, 0, 0) == ERRNO | errno.EPERM
+    assert verdict(n["prctl"], arch, 15, 0x1000) == ALLOW  # PR_SET_NAME: what threads are named by

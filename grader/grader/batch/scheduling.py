@@ -61,9 +61,11 @@ class Batch(State, Outputs, Progress, Stages):
         self.out.mkdir(parents=True, exist_ok=True)
         wall0 = time.monotonic()
         work_root = self.work_root = workdir.new("kit-batch-")
+        cpus = os.sched_getaffinity(0)
         try:
             return self._run(work_root, wall0)
         finally:
+            os.sched_setaffinity(0, cpus)
             sandbox.confine(None)
             protocol.clear(work_root)
 
@@ -82,6 +84,10 @@ class Batch(State, Outputs, Progress, Stages):
         if self.timing_cpus:
             self._say(f"batch: CPUs: builds and checks on {cpu_list(self.shared_cpus)}; timings on " + ", ".join(
                 f"{cpu_list(c)} (GPU {g})" for g, c in self.timing_cpus.items()) + ", where nothing else runs")
+            # The grader's own threads too, started from here on: their looks at every run's processes
+            # and files take milliseconds of CPU at a program holding thousands of descriptors, which a
+            # timing's judge would wait for, as if other programs had taken its CPU.
+            os.sched_setaffinity(0, self.shared_cpus)
         for e in entries:
             self._write_student(e.student)
         self._write_gradebook()
