@@ -356,10 +356,21 @@ def test_a_batchs_timings_run_on_cpus_of_their_own_and_its_builds_and_checks_on_
 
 def test_half_of_the_cpus_go_to_the_timings_an_equal_share_per_gpu_and_none_on_a_small_machine():
     from grader.batch.gpus import split_cpus
-    assert split_cpus(range(16), [0]) == (list(range(8)), {0: list(range(8, 16))})
-    assert split_cpus(range(16), [0, 1]) == (list(range(8)), {0: [8, 9, 10, 11], 1: [12, 13, 14, 15]})
-    assert split_cpus(range(4), [0]) == (None, {})       # a laptop: its builds would lose too much
-    assert split_cpus(range(8), [0, 1, 2]) == (None, {})  # one CPU a GPU would not hold a judge and a program
+    alone = lambda cpu: cpu  # noqa: E731  (a core per CPU)
+    assert split_cpus(range(16), [0], alone) == (list(range(8)), {0: list(range(8, 16))})
+    assert split_cpus(range(16), [0, 1], alone) == (list(range(8)), {0: [8, 9, 10, 11], 1: [12, 13, 14, 15]})
+    assert split_cpus(range(4), [0], alone) == (None, {})       # a laptop: its builds would lose too much
+    assert split_cpus(range(8), [0, 1, 2], alone) == (None, {})  # one CPU a GPU would not hold a judge and a program
+
+
+def test_a_core_s_two_threads_go_to_the_timings_together_or_not_at_all():
+    # Where the kernel numbers a core's threads n apart (0 and 8 of 16), halving the CPUs by number gave
+    # each timing CPU a sibling that a compiler or a check used: sharing the core's units, it slows the
+    # judge without its waiting for a CPU, and a core scheduling cookie could keep it idle outright.
+    from grader.batch.gpus import split_cpus
+    shared, timing = split_cpus(range(16), [0, 1], lambda cpu: cpu % 8)
+    assert timing == {0: [4, 5, 12, 13], 1: [6, 7, 14, 15]}
+    assert shared == [0, 1, 2, 3, 8, 9, 10, 11]
 
 
 @pytest.mark.parametrize("log,own", [

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 from contextlib import contextmanager
-from typing import Optional
+from pathlib import Path
+from typing import Callable, Optional
 
 from .. import gpu as gpu_mod, tasks
 from ..results import GpuInfo
@@ -16,20 +17,37 @@ MIN_CPUS_TO_SPLIT = 8
 """A machine with fewer CPUs keeps them all for everything (its builds would lose too much)."""
 
 
-def split_cpus(cpus: list, gpu_ids: list) -> tuple:
-    """(the CPUs of the builds and checks, {GPU: the CPUs of its timings}): half of a machine's CPUs
+def split_cpus(cpus: list, gpu_ids: list, core: Optional[Callable] = None) -> tuple:
+    """(the CPUs of the builds and checks, {GPU: the CPUs of its timings}): half of a machine's cores
     are kept for the timings, an equal share per GPU, so that a timing's judge and program never wait
     for a CPU that a compiler or a check holds. The idle CPU priority of the builds was not enough:
     conv1d's reference timed beside twice as many heavy compiles as cores was "too busy to time" in 3
     of 11 runs of make test on an H100 (a compiler in the kernel is not preempted at once, and a timed
-    run may wait 0.02 ms). (None, {}) where there are fewer than MIN_CPUS_TO_SPLIT CPUs or fewer than
-    2 a GPU: nothing is pinned."""
+    run may wait 0.02 ms). Whole cores (`core`: a CPU's core, core_of() by default): the two threads of
+    a core share its units, and a check on one would slow a judge on the other without its waiting for
+    a CPU at all. (None, {}) where there are fewer than MIN_CPUS_TO_SPLIT CPUs or fewer than 2 a GPU:
+    nothing is pinned."""
     cpus, gpu_ids = sorted(cpus), list(gpu_ids)
-    per = (len(cpus) // 2) // max(1, len(gpu_ids))
-    if len(cpus) < MIN_CPUS_TO_SPLIT or per < 2:
+    cores = {}
+    for c in cpus:
+        cores.setdefault((core or core_of)(c), []).append(c)
+    units = sorted(cores.values())
+    per = (len(units) // 2) // max(1, len(gpu_ids))
+    shared = len(units) - per * len(gpu_ids)
+    timing = {g: sorted(c for u in units[shared + k * per:shared + (k + 1) * per] for c in u)
+              for k, g in enumerate(gpu_ids)}
+    if len(cpus) < MIN_CPUS_TO_SPLIT or not timing or min(len(t) for t in timing.values()) < 2:
         return None, {}
-    shared = len(cpus) - per * len(gpu_ids)
-    return cpus[:shared], {g: cpus[shared + k * per:shared + (k + 1) * per] for k, g in enumerate(gpu_ids)}
+    return sorted(c for u in units[:shared] for c in u), timing
+
+
+def core_of(cpu: int) -> str:
+    """The CPUs of a CPU's core (thread_siblings_list, "4,12"), as the kernel lists them; the CPU itself
+    where it does not say."""
+    try:
+        return Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
+    except OSError:
+        return str(cpu)
 
 
 def cpu_list(cpus) -> str:
