@@ -340,12 +340,15 @@ class EarlyBaselines:
         self._got, self._error = None, None
         plan = "".join(graded_line(g) + "\n" for g in task.graded)
         warmups = {g.case.id: g.warmup for g in task.graded}
-        self._thread = threading.Thread(target=self._time, args=(task, work, arch, plan, warmups, gpus), daemon=True)
+        cpus = sandbox.pinned()  # the grading's CPUs: on_cpus() holds for the thread that set it
+        self._thread = threading.Thread(target=self._time, args=(task, work, arch, plan, warmups, gpus, cpus),
+                                        daemon=True)
         self._thread.start()
 
-    def _time(self, task, work, arch, plan, warmups, gpus):
+    def _time(self, task, work, arch, plan, warmups, gpus, cpus):
         try:
-            self._got = library_times_of(task, work, arch, plan, warmups, "baseline", gpus, self.route, self._stop)
+            with sandbox.on_cpus(cpus):
+                self._got = library_times_of(task, work, arch, plan, warmups, "baseline", gpus, self.route, self._stop)
         except BaseException as e:  # raised where the times are asked for
             self._error = e
 

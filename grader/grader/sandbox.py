@@ -342,6 +342,11 @@ def on_cpus(cpus):
         _CPUS.cpus = before
 
 
+def pinned() -> Optional[tuple]:
+    """The CPUs on_cpus() gave this thread's programs (None: any): for a thread started on its behalf."""
+    return getattr(_CPUS, "cpus", None)
+
+
 def confine(jail: Optional[Jail]) -> None:
     """From now on, programs run with a view go through `jail` (None: no jail, as for a single grading
     on a student's own machine)."""

@@ -5,6 +5,7 @@ else (the plans, the retry after a fault, the per-case time limit, the checks, t
 grader's own code. No GPU is needed.
 """
 import json
+import os
 import stat
 import sys
 import time
@@ -311,6 +312,27 @@ def test_the_library_is_timed_while_kernel_cu_compiles_and_the_student_s_code_ge
     assert events.index(("end", "baseline")) < events.index(("start", "correctness1"))
     assert [e for e in events if e[0] == "start"] == [("start", "baseline"), ("start", "compile"),
                                                       ("start", "correctness1"), ("start", "timed")]
+
+
+def test_the_library_timed_while_kernel_cu_compiles_runs_on_the_cpus_the_grading_was_given(replay, monkeypatch):
+    # A batch grades its references on the CPUs it keeps for timings (sandbox.on_cpus, which holds for
+    # the thread that set it). The library's session runs on a thread of its own: it ran on whatever
+    # CPUs the grader's process had, those of the builds and checks where a batch keeps its own threads.
+    from grader import judged, sandbox
+    monkeypatch.setattr(performance.EarlyBaselines, "MIN_CPUS", 1)
+    seen = {}
+    real_run = judged.run
+
+    def run(checker, plan, runner_cmd, work, label, *a, **k):
+        seen[label] = getattr(sandbox._CPUS, "cpus", None)
+        return real_run(checker, plan, runner_cmd, work, label, *a, **k)
+
+    monkeypatch.setattr(judged, "run", run)
+    cpus = tuple(sorted(os.sched_getaffinity(0)))[:1]
+    with sandbox.on_cpus(cpus):
+        r, expected = replay("reference")
+    check_against_recording(r, expected)
+    assert seen == {"baseline": cpus, "correctness1": cpus, "timed": cpus}
 
 
 def test_the_judge_gets_one_hardware_queue_while_the_student_s_runner_and_the_library_keep_the_driver_s_default(
