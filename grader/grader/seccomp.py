@@ -98,7 +98,7 @@ RULES = (
     Rule("sched_setscheduler", errno.EPERM),
     Rule("sched_setattr", errno.EPERM),
     Rule("setpriority", errno.EPERM),
-    Rule("nice", errno.EPERM),  # 32-bit only: the 64-bit tables have none
+    Rule("nice", errno.EPERM),  # 32-bit only: the 64-bit tables have none (_rule)
     Rule("prctl", errno.EPERM, arg=0, values=(PR_SCHED_CORE,)),
 )
 
@@ -109,7 +109,10 @@ def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 def _rule(arch: int, rule: Rule) -> list:
     """The instructions of one rule: they return its errno where the call is it and its arguments say
-    so, and otherwise go on to the instruction after them."""
+    so, and otherwise go on to the instruction after them; none where the architecture has no such call."""
+    nr = (NUMBERS[arch] | IO_URING).get(rule.call)
+    if nr is None:
+        return []
     tail = []
     if rule.arg is not None:  # one of the values: on to the rest; none of them: out
         tail.append(_op(_LD_W_ABS, _ARGS + 8 * rule.arg))
@@ -122,7 +125,6 @@ def _rule(arch: int, rule: Rule) -> list:
     if None in tail:
         at = tail.index(None)
         tail[at] = _op(_JEQ_K, rule.values[-1], jt=0, jf=len(tail) - at - 1)
-    nr = (NUMBERS[arch] | IO_URING)[rule.call]
     return [_op(_LD_W_ABS, _NR), _op(_JEQ_K, nr, jt=0, jf=len(tail))] + tail
 
 
@@ -137,8 +139,7 @@ def program() -> bytes:
     """The filter, as the bytes of its sock_filter array."""
     ops = [_op(_LD_W_ABS, _ARCH)]
     for arch in NUMBERS:
-        block = (_no_x32() if arch == X86_64 else []) + [op for rule in RULES if rule.call in NUMBERS[arch] | IO_URING
-                                                          for op in _rule(arch, rule)]
+        block = (_no_x32() if arch == X86_64 else []) + [op for rule in RULES for op in _rule(arch, rule)]
         block.append(_op(_RET_K, _ALLOW))
         ops += [_op(_JEQ_K, arch, jt=0, jf=len(block))] + block
     ops.append(_op(_RET_K, _KILL_PROCESS))

@@ -7,10 +7,10 @@ TIMED_RUNS times, the fewest a batch allows (a task asks for 10 or 20), in burst
 
 In the jail the class also holds the hostile corpus (fixtures/batch/hostile/*.cu: conv1d kernels that
 write outside their folder, read secrets, fork, fill the disk or the GPU, call the network, leave
-daemons, make their own timed runs wait for a CPU), and the batch is watched from outside: the kit, the class folder, a stand-in for the TA's
-home and another checkout are hashed before and after, a socket on the grader's machine listens for
-connections, and the host's /tmp and process table are read once the batch is over (a Watch). Those
-entries are never graded unjailed.
+daemons, make their own timed runs wait for a CPU), and the batch is watched from outside: the kit,
+the class folder, a stand-in for the TA's home and another checkout are hashed before and after, a
+socket on the grader's machine listens for connections, and the host's /tmp and process table are
+read once the batch is over (a Watch). Those entries are never graded unjailed.
 
   known()                         (assignment, file) of every known submission
   hostile()                       the hostile corpus's files
@@ -59,6 +59,10 @@ class Expectation:
     performance_below: float = None
     """`// expect-performance-below: F`: a correct submission earns less than this fraction of the
     performance points (right, but slow)."""
+
+    def says(self, message: str) -> bool:
+        """Whether a verdict's message has the words it must and none of those it must not."""
+        return self.message in message and not (self.message_absent and self.message_absent in message)
 
 
 def hostile() -> list:

@@ -150,26 +150,39 @@ def test_a_file_held_only_by_io_uring_cannot_fill_the_disk_out_of_sight(box):
     assert "no io_uring: Function not implemented" in r.output, r
 
 
+CALL32 = """
+    static long call32(long nr, long a, long b, long c, long d, long e) {
+        long r;
+        /* Below the red zone, with ebp (the sixth argument, the length's high half) zeroed. */
+        asm volatile("sub $128, %%rsp\\n\\tpush %%rbp\\n\\txor %%ebp, %%ebp\\n\\tint $0x80\\n\\t"
+                     "pop %%rbp\\n\\tadd $128, %%rsp"
+                     : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d), "D"(e) : "memory");
+        return r;
+    }
+"""
+"""i386 call `nr` from a 64-bit program, through int 0x80."""
+
+
+def run_32_bit_calls(box, body: str):
+    """Runs `body` (C statements, which may use call32()) in the jail; skips where the kernel runs no
+    32-bit calls."""
+    r = box.run("#include <sys/resource.h>\n" + CALL32 + """
+        int main(void) {
+            if (call32(20, 0, 0, 0, 0, 0) != getpid()) { printf("no 32-bit calls here\\n"); return 0; }
+            BODY
+            return 0;
+        }""".replace("BODY", body))
+    if "no 32-bit calls" in r.output:
+        pytest.skip("this kernel runs no 32-bit system calls (no IA32 emulation)")
+    return r
+
+
 def test_a_64_bit_program_cannot_preallocate_through_the_32_bit_system_calls(box):
     # int 0x80 makes i386 calls from a 64-bit program, numbered differently (fallocate is 324, not 285):
     # a filter that tested numbers alone would let this one through, or refuse some other call.
-    r = box.run("""
-        static long call32(long nr, long a, long b, long c, long d, long e) {
-            long r;
-            /* Below the red zone, with ebp (the sixth argument, the length's high half) zeroed. */
-            asm volatile("sub $128, %%rsp\\n\\tpush %%rbp\\n\\txor %%ebp, %%ebp\\n\\tint $0x80\\n\\t"
-                         "pop %%rbp\\n\\tadd $128, %%rsp"
-                         : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d), "D"(e) : "memory");
-            return r;
-        }
-        int main(void) {
-            if (call32(20, 0, 0, 0, 0, 0) != getpid()) { printf("no 32-bit calls here\\n"); return 0; }
+    r = run_32_bit_calls(box, """
             int fd = open("pre.bin", O_CREAT | O_WRONLY, 0644);
-            printf("fallocate %ld\\n", call32(324, fd, 0, 0, 0, 256L << 20));
-            return 0;
-        }""")
-    if "no 32-bit calls" in r.output:
-        pytest.skip("this kernel runs no 32-bit system calls (no IA32 emulation)")
+            printf("fallocate %ld\\n", call32(324, fd, 0, 0, 0, 256L << 20));""")
     assert f"fallocate {-errno.EOPNOTSUPP}" in r.output, r
     assert (box.work / "pre.bin").stat().st_blocks == 0
 
@@ -292,18 +305,9 @@ def test_a_program_cannot_move_its_threads_between_cpus_or_lower_their_priority(
 
 def test_a_64_bit_program_cannot_lower_its_priority_through_the_32_bit_nice_call_either(box):
     # nice has no 64-bit call, only the 32-bit one (34), which int 0x80 reaches from a 64-bit program.
-    r = box.run("""
-        #include <sys/resource.h>
-        int main(void) {
-            long r;
-            asm volatile("int $0x80" : "=a"(r) : "a"(20L) : "memory");  /* getpid */
-            if (r != getpid()) { printf("no 32-bit calls here\\n"); return 0; }
-            asm volatile("int $0x80" : "=a"(r) : "a"(34L), "b"(19L) : "memory");
-            printf("nice %ld, priority now %d\\n", r, getpriority(PRIO_PROCESS, 0));
-            return 0;
-        }""")
-    if "no 32-bit calls" in r.output:
-        pytest.skip("this kernel runs no 32-bit system calls (no IA32 emulation)")
+    r = run_32_bit_calls(box, """
+            long r = call32(34, 19, 0, 0, 0, 0);
+            printf("nice %ld, priority now %d\\n", r, getpriority(PRIO_PROCESS, 0));""")
     assert f"nice {-errno.EPERM}, priority now 0" in r.output, r
 
 

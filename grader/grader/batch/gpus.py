@@ -27,10 +27,10 @@ def split_cpus(cpus: list, gpu_ids: list, core: Optional[Callable] = None) -> tu
     a core share its units, and a check on one would slow a judge on the other without its waiting for
     a CPU at all. (None, {}) where there are fewer than MIN_CPUS_TO_SPLIT CPUs or fewer than 2 a GPU:
     nothing is pinned."""
-    cpus, gpu_ids = sorted(cpus), list(gpu_ids)
+    cpus, gpu_ids, core = sorted(cpus), list(gpu_ids), core or core_of
     cores = {}
     for c in cpus:
-        cores.setdefault((core or core_of)(c), []).append(c)
+        cores.setdefault(core(c), []).append(c)
     units = sorted(cores.values())
     per = (len(units) // 2) // max(1, len(gpu_ids))
     shared = len(units) - per * len(gpu_ids)
