@@ -340,7 +340,7 @@ def test_a_batchs_timings_run_on_cpus_of_their_own_and_its_builds_and_checks_on_
 
     def where(stage, real):
         def wrapped(*a, **k):
-            seen.append((stage, getattr(sandbox._CPUS, "cpus", None)))
+            seen.append((stage, sandbox.pinned()))
             return real(*a, **k)
         return wrapped
     monkeypatch.setattr(build, "compile_submission", where("build", build.compile_submission))
