@@ -201,6 +201,7 @@ def context(task: tasks.Task, root: Path = tasks.ROOT) -> dict:
         "metric": {"name": metric["name"], "work": metric["work"], "per": _per(per),
                    # bytes beside the rate, unless the rate is already in bytes
                    "bytes": metric.get("bytes") if metric["name"] != "GB/s" else None, "peak": metric["peak"],
+                   "least_bytes": metric.get("least_bytes"), "least_why": metric.get("least_why"),
                    "unit": UNITS.get(metric["name"], "units of work"),
                    "returned": metric.get("returned", {})},
         "tolerance": {"rel": task.tolerance, "why": data["tolerance"]["why"]},

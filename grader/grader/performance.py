@@ -210,7 +210,7 @@ def score_one(task: Task, gpu: GpuInfo, graded, s: judged.Session, result: Grade
     timing = Timing(without_overhead(timed["times_ms"], overhead_ms), graded.warmup, list(timed.get("wait_ms") or []),
                     list(timed.get("others_cpu_ms") or []))
     rate = work_units / (timing.median_ms / 1e3)
-    nbytes = task.bytes(g.params, returned)
+    nbytes, least = task.bytes(g.params, returned), task.least_bytes(g.params, returned)
     perf = Performance(g.id, g.params, task.metric, timing, rate,
                        gbs=nbytes / (timing.median_ms / 1e3) / 1e9 if nbytes else None,
                        baseline_name=baseline,
@@ -229,22 +229,23 @@ def score_one(task: Task, gpu: GpuInfo, graded, s: judged.Session, result: Grade
     # peak() gives GFLOP/s or GB/s; the metric's own unit is work/per per second.
     if task.peak_kind != "dram":
         perf.peak = pk * 1e9 / per
-    elif nbytes and nbytes > gpu.l2_bytes * task.gpus_required:
-        # The metric's rate when its bytes move at the bandwidth (for GB/s, the bandwidth itself).
-        # A bandwidth bound holds only for data that cannot sit in L2.
-        perf.peak = pk * 1e9 * work_units / nbytes
+    elif least and least > gpu.l2_bytes * task.gpus_required:
+        # The metric's rate when the bytes no call can avoid move at the bandwidth (for GB/s, the
+        # bandwidth itself). A bandwidth bound holds only for data that cannot sit in L2.
+        perf.peak = pk * 1e9 * work_units / least
     if perf.peak and rate > perf.peak:
         result.performance.append(perf)  # on the record, unscored
         return _fail(result, Verdict.INVALID_MEASUREMENT,
                           f"{rate:,.0f} {task.metric} is above this GPU's peak of {perf.peak:,.0f} "
                           f"({pk_source}): the time cannot be right, so it is not scored")
-    if perf.gbs and nbytes > gpu.l2_bytes:
+    if least and least > gpu.l2_bytes:
         bw, bw_source = peak(gpu, "dram")
         bw *= task.gpus_required
-        if perf.gbs > bw:
+        least_gbs = least / (timing.median_ms / 1e3) / 1e9
+        if least_gbs > bw:
             result.performance.append(perf)
             return _fail(result, Verdict.INVALID_MEASUREMENT,
-                              f"{perf.gbs:,.0f} GB/s is above this GPU's memory bandwidth of {bw:,.0f} GB/s "
+                              f"{least_gbs:,.0f} GB/s is above this GPU's memory bandwidth of {bw:,.0f} GB/s "
                               f"({bw_source}): the time cannot be right, so it is not scored")
     perf.thresholds = score.thresholds(task, gpu, perf.baseline_rate, g.id)
     if perf.thresholds:

@@ -128,9 +128,16 @@ class Task:
         return evaluate(m["work"], self._vars(params, returned)) / float(m.get("per", 1.0))
 
     def bytes(self, params: dict, returned: dict = None):
-        """Bytes that must cross DRAM at least once in one call, or None where not counted."""
+        """Bytes one call moves as the metric counts them (the GB/s beside the rate), or None where not counted."""
         expr = self.data["metric"].get("bytes")
         return evaluate(expr, self._vars(params, returned)) if expr else None
+
+    def least_bytes(self, params: dict, returned: dict = None):
+        """Bytes no way of doing one call can keep from crossing DRAM: what the bound of a possible rate
+        counts. The metric's "least_bytes" where its bytes can be beaten (jacobi's sweeps can share a
+        pass over memory), else its bytes."""
+        expr = self.data["metric"].get("least_bytes")
+        return evaluate(expr, self._vars(params, returned)) if expr else self.bytes(params, returned)
 
     @property
     def sanitize(self):
@@ -286,6 +293,9 @@ def _parse(name: str, folder: Path, data: dict, where: str, include_hidden: bool
                 raise TaskError(f"{where}: thresholds for {model} need one rate per tier ({len(tiers)})")
             if list(r) != sorted(r):
                 raise TaskError(f"{where}: thresholds for {model} must increase tier by tier")
+    if "least_bytes" in data["metric"] and not str(data["metric"].get("least_why", "")).strip():
+        raise TaskError(f"{where}: metric.least_bytes needs a \"least_why\": how a call can move fewer bytes "
+                        "than the metric counts (the handout says it)")
     hidden = [c for c in cases if c.hidden]
     task = Task(name, folder, data, [c for c in cases if include_hidden or not c.hidden], graded, hidden)
     if task.sanitize and not set(task.sanitize[1]) <= {"racecheck", "memcheck", "synccheck", "initcheck"}:
@@ -293,7 +303,8 @@ def _parse(name: str, folder: Path, data: dict, where: str, include_hidden: bool
     for c in cases:  # every formula must evaluate for every case: fail now, not mid-grading
         try:
             task.work(c.params)
-            task.bytes(c.params)
+            if (task.least_bytes(c.params) or 0) > (task.bytes(c.params) or 0):
+                raise TaskError("metric.least_bytes cannot exceed metric.bytes (and needs them)")
         except TaskError as e:
             raise TaskError(f"{where}: case {c.id}: {e}") from None
     return task

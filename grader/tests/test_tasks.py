@@ -226,6 +226,27 @@ def test_a_formula_that_fails_for_some_case_names_the_task_file(tmp_path):
     assert str(path) in str(e.value)
 
 
+def test_a_tasks_least_bytes_are_its_bytes_unless_it_names_fewer_that_no_call_can_avoid():
+    trmm, jacobi = tasks.load("trmm"), tasks.load("jacobi")
+    p = trmm.cases[0].params
+    assert trmm.least_bytes(p) == trmm.bytes(p)
+    fixed = next(g.case for g in jacobi.graded if g.case.params["tol"] == 0)
+    assert jacobi.bytes(fixed.params) == 24 * 510 ** 3 * 100
+    assert jacobi.least_bytes(fixed.params) == 16 * 510 ** 3  # u_old read and u written once, whatever the sweeps
+
+
+def test_least_bytes_above_the_bytes_the_metric_counts_are_refused(tmp_path):
+    _, load = load_mutated(tmp_path, lambda d: d["metric"].update(least_bytes="25*n*n", least_why="why"))
+    with pytest.raises(TaskError, match="least_bytes cannot exceed"):
+        load()
+
+
+def test_least_bytes_without_a_why_for_the_handout_are_refused(tmp_path):
+    _, load = load_mutated(tmp_path, lambda d: d["metric"].update(least_bytes="16*n*n"))
+    with pytest.raises(TaskError, match="least_why"):
+        load()
+
+
 # --- malformed task files are TaskErrors, never tracebacks ---------------------------------------
 @pytest.mark.parametrize("mutate", [
     lambda d: d["performance"]["tiers"][0].pop("fraction"),

@@ -85,7 +85,7 @@ def library_point(task: Task, perf: Optional[Performance]) -> list:
     rate at the task's intensity (FLOP per byte that must move), as it is not profiled itself."""
     if perf is None or not perf.baseline_rate or task.peak_kind not in ("fp64", "fp32"):
         return []
-    need = task.bytes(perf.params)
+    need = task.least_bytes(perf.params)
     if not need:
         return []
     per = float(task.data["metric"].get("per", 1.0))
