@@ -196,7 +196,13 @@ def score_one(task: Task, gpu: GpuInfo, graded, s: judged.Session, result: Grade
         return _fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {task.timeouts['timed']} s")
     if timed is None or s.ended_early(g.id) or not finished:
         v, msg = s.fault(g.id)
-        return _fail(result, v, f"{IN_TIMED_RUNS}{msg}")
+        _fail(result, v, f"{IN_TIMED_RUNS}{msg}")
+        if judged.over_own_limit(msg):
+            # A program the jail stopped keeps no points, in whichever run a look found it: its checked
+            # runs may have ended between two looks (hostile/descriptor_flood.cu, seen only in its
+            # timed runs in a busy class, kept its 50).
+            result.score = 0.0
+        return None
 
     # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
     returned = {}

@@ -385,7 +385,9 @@ def test_a_fault_in_the_second_graded_case_keeps_the_first_case_s_rate_on_the_re
     assert result.score == 50.0
 
 
-def test_timed_runs_found_over_the_jails_limits_only_once_they_ended_earn_no_performance_points(monkeypatch):
+def timed_runs_stopped_for(monkeypatch, stopped_for: str):
+    """conv1d's performance stage, its correctness worth 50 points, where the runner of its timed runs
+    checked right but was then found stopped_for."""
     from grader import judged, sandbox
     task = tasks.load("conv1d")
     gpu = GpuInfo(**json.loads((FIXTURES / "gpu_h200.json").read_text()))
@@ -397,14 +399,32 @@ def test_timed_runs_found_over_the_jails_limits_only_once_they_ended_earn_no_per
 
     def session(task, work, arch, plan, label, *args, **kwargs):
         return judged.Session(records=records, judge=sandbox.Run(0, False, 1.0, ""),
-                              runner=sandbox.Run(0, False, 1.0, "", "wrote more than 8 GiB to disk"))
+                              runner=sandbox.Run(0, False, 1.0, "", stopped_for))
 
     monkeypatch.setattr(judged, "session", session)
     result = grade.new_result(task, Path("kernel.cu"), gpu, grade.Options())
     result.correctness_points = 50.0
     performance.performance(task, Path("work"), gpu, None, result,
                             baselines=lambda *a: ([("copy of the same bytes", performance.Timing([1.0] * 10, 2))], 0.0))
-    assert result.verdict == Verdict.RUNTIME_ERROR and "in the timed runs: stopped by the grader: the program wrote more" in result.message
+    return result
+
+
+def test_timed_runs_found_over_the_jails_limits_keep_no_points_as_a_look_could_have_missed_the_checked_runs(monkeypatch):
+    # hostile/descriptor_flood.cu in a busy class on an H200: its checked runs ended between two looks,
+    # its timed runs were stopped, and it kept its 50 correctness points.
+    result = timed_runs_stopped_for(monkeypatch, "held more than 65,536 open files across its threads")
+    assert result.verdict == Verdict.RUNTIME_ERROR
+    assert "in the timed runs: stopped by the grader: the program held more than 65,536 open files" in result.message
+    assert result.score == 0.0 and result.performance == []
+    result = timed_runs_stopped_for(monkeypatch, "wrote more than 8 GiB to disk")
+    assert "in the timed runs: stopped by the grader: the program wrote more" in result.message
+    assert result.score == 0.0
+
+
+def test_timed_runs_ended_by_the_machine_running_short_of_memory_keep_the_correctness_points(monkeypatch):
+    from grader import sandbox
+    result = timed_runs_stopped_for(monkeypatch, sandbox.memory_stop(8 * 2**30, own=False))
+    assert result.verdict == Verdict.RUNTIME_ERROR and sandbox.MACHINE_SHORT in result.message
     assert result.score == 50.0
 
 
