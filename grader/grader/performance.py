@@ -196,13 +196,7 @@ def score_one(task: Task, gpu: GpuInfo, graded, s: judged.Session, result: Grade
         return _fail(result, Verdict.TIMEOUT, f"the timed runs did not finish within {task.timeouts['timed']} s")
     if timed is None or s.ended_early(g.id) or not finished:
         v, msg = s.fault(g.id)
-        _fail(result, v, f"{IN_TIMED_RUNS}{msg}")
-        if judged.over_own_limit(msg):
-            # A program the jail stopped keeps no points, in whichever run a look found it: its checked
-            # runs may have ended between two looks (hostile/descriptor_flood.cu, seen only in its
-            # timed runs in a busy class, kept its 50).
-            result.score = 0.0
-        return None
+        return _fail(result, v, f"{IN_TIMED_RUNS}{msg}", forfeit=judged.over_own_limit(msg))
 
     # Values the entry point returned (a count of sweeps) enter the work as the checker verified them.
     returned = {}
@@ -259,11 +253,14 @@ def score_one(task: Task, gpu: GpuInfo, graded, s: judged.Session, result: Grade
     return perf
 
 
-def _fail(result: GradeResult, verdict: Verdict, message: str) -> None:
-    """No performance points; a wrong timed output loses the correctness points too, since the
-    submission computed right only when it was not being timed."""
+def _fail(result: GradeResult, verdict: Verdict, message: str, forfeit: bool = False) -> None:
+    """No performance points. A wrong timed output loses the correctness points too, since the
+    submission computed right only when it was not being timed; so does a stop for the program's own
+    limits (`forfeit`), as anywhere else: a program the jail stopped keeps no points, in whichever run a
+    look found it, and its checked runs may have ended between two looks (hostile/descriptor_flood.cu,
+    seen only in its timed runs in a busy class, kept its 50)."""
     result.verdict, result.message = verdict, message
-    result.score = 0.0 if verdict == Verdict.INCORRECT else result.correctness_points
+    result.score = 0.0 if verdict == Verdict.INCORRECT or forfeit else result.correctness_points
     return None
 
 

@@ -27,10 +27,11 @@ Design:
   counted at 24 bytes per update) against 83.5 ms (158,900), and the converging case's 21 sweeps
   in 13.1 ms (212,800) against 19.0 ms (146,400). Tiles of 32 x 8 threads ran at 192,600 and of
   32 x 32 at 159,600; chunks of 32 and 128 planes at 226,400 and 225,400.
-- The single sweep (an odd count's last, and a converging run's expected last): a block of 32 x 8 threads owns a (k, j) tile, and each thread walks a run of kRun planes in i,
-  keeping u_old[i-1], u_old[i] and u_old[i+1] of its column in registers: the i-neighbours cost
-  no load. The four in-plane neighbours are loads that hit L1 (each is also the centre of a
-  neighbouring thread of the same block) or, at the tile edges, L2.
+- The single sweep (an odd count's last, and a converging run's expected last): a block of 32 x 8
+  threads owns a (k, j) tile, and each thread walks a run of kRun planes in i, keeping u_old[i-1],
+  u_old[i] and u_old[i+1] of its column in registers: the i-neighbours cost no load. The four
+  in-plane neighbours are loads that hit L1 (each is also the centre of a neighbouring thread of the
+  same block) or, at the tile edges, L2.
 - A warp reads 32 consecutive k: 256 contiguous bytes per load, full sectors.
 - Both kernels load through the read-only path by __ldg. Their const __restrict__ pointers already
   compile to ld.global.nc, but the explicit form compiles differently (32 registers a thread, 8
@@ -44,11 +45,12 @@ Design:
   from L2, not DRAM. The norm kernel walks 8: with 4 it makes twice the block sums and ran at
   109,400 to 109,700 against 111,800 to 112,300 (graded on one H100).
 - The norm only when tol > 0 (a template flag, so the fixed-sweep kernels carry nothing for it):
-  each thread sums its squared changes (in a pass, the first sweep's and the second's apart), each warp its threads' with shuffles, and each block its
-  warps' through shared memory into its own place in an array: no atomics, so the norm is added
-  in the same order every time and a run gives the same count every time. One block of 1024
-  threads then adds the blocks' sums, writes the norm into pinned host memory mapped into the
-  device, and raises a flag on the device once it is below tol.
+  each thread sums its squared changes (in a pass, the first sweep's and the second's apart), each
+  warp its threads' with shuffles, and each block its warps' through shared memory into its own
+  place in an array: no atomics, so the norm is added in the same order every time and a run gives
+  the same count every time. One block of 1024 threads then adds the blocks' sums, writes the norm
+  into pinned host memory mapped into the device, and raises a flag on the device once it is below
+  tol.
 - The host does not wait for a sweep's norm before it queues the next: it keeps up to three sweeps
   queued ahead of the one whose norm it waits for (an event each launch), and a launch that starts
   after the flag went up returns at once, so the count stays exact and the GPU never waits for the
@@ -71,6 +73,7 @@ Design:
   from one counter per block) ran at 104,800: every block holds its SM until its fence returns.
 */
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -81,8 +84,9 @@ namespace {
 constexpr int kBx = 32, kBy = 8;
 // Planes per thread: see the docblock.
 constexpr int run_for(bool norm) { return norm ? 8 : 4; }
-// Two sweeps a pass: tiles of 32 x kTj points, chunks of kPlanes planes (see the docblock).
-constexpr int kTj = 16, kPlanes = 64;
+// Two sweeps a pass: tiles of 32 x kTj points, chunks of kPlanes planes (see the docblock); a tile
+// writes its inner kOutK x kOutJ.
+constexpr int kTj = 16, kPlanes = 64, kOutK = 32 - 4, kOutJ = kTj - 4;
 
 // The sum of v over the block (a multiple of 32 threads, at most 1024), in the same order every
 // time: each warp's by shuffles, then the warps' by the first warp. Thread 0 has it.
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(32 * kTj) two_sweeps_kernel(int n, const doubl
     __shared__ double s0[2][kTj][32], s1[2][kTj][32];  // a plane of the field and one of the first sweep, by turns
     const long long nn = (long long)n * n;
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int k = blockIdx.x * (32 - 4) - 1 + tx, j = blockIdx.y * (kTj - 4) - 1 + ty;  // may lie off the grid
+    const int k = blockIdx.x * kOutK - 1 + tx, j = blockIdx.y * kOutJ - 1 + ty;  // may lie off the grid
     const bool in_grid = k >= 0 && k < n && j >= 0 && j < n;
     const bool wall = k == 0 || k == n - 1 || j == 0 || j == n - 1;
     const bool first = in_grid && tx >= 1 && tx <= 30 && ty >= 1 && ty <= kTj - 2;  // sweep 1 is computed here
@@ -231,12 +235,9 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
     const double h = 2.0 / (n - 1);
     const int inner = n - 2;
     const dim3 block(kBx, kBy), pair_block(32, kTj);
-    auto grid = [&](int run) {
-        return dim3(inner > 0 ? (inner + kBx - 1) / kBx : 1, inner > 0 ? (inner + kBy - 1) / kBy : 1,
-                    inner > 0 ? (inner + run - 1) / run : 1);
-    };
-    const dim3 pair_grid(inner > 0 ? (inner + 27) / 28 : 1, inner > 0 ? (inner + kTj - 5) / (kTj - 4) : 1,
-                         inner > 0 ? (inner + kPlanes - 1) / kPlanes : 1);
+    auto cover = [&](int per) { return inner > 0 ? (inner + per - 1) / per : 1; };  // blocks of `per` over the interior
+    auto grid = [&](int run) { return dim3(cover(kBx), cover(kBy), cover(run)); };
+    const dim3 pair_grid(cover(kOutK), cover(kOutJ), cover(kPlanes));
     double* cur = u;  // holds the field
     int sweeps = 0;
     if (tol <= 0) {  // exactly max_iter sweeps, two a pass, u and u_old in turn
@@ -298,7 +299,7 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
             return scratch;
         };
         struct Launch {
-            int first, count;  // its sweeps: [first, first + count)
+            int first, last;  // its sweeps
             double *in, *out;
         } launches[kRing];
         int launched = 0;  // sweeps queued
@@ -320,7 +321,7 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
             }
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaEventRecord(done[e % kRing]));
-            for (int x = s; x <= e; ++x) launches[x % kRing] = {s, count, cur, next};
+            for (int x = s; x <= e; ++x) launches[x % kRing] = {s, e, cur, next};
             cur = next;  // the next launch's input
             launched = e;
         };
@@ -330,8 +331,7 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
         top_up();
         while (sweeps < launched) {  // sweeps: those whose norm the host has read
             const int s = ++sweeps;
-            const Launch& l = launches[s % kRing];
-            CUDA_CHECK(cudaEventSynchronize(done[(l.first + l.count - 1) % kRing]));
+            CUDA_CHECK(cudaEventSynchronize(done[launches[s % kRing].last % kRing]));
             before = last;
             last = norms[s % kRing];
             if (std::sqrt(last) < tol) break;
@@ -339,7 +339,7 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
         }
         const Launch l = launches[sweeps % kRing];
         cur = l.out;
-        if (sweeps < l.first + l.count - 1) {  // the first of two sweeps was the last: it is done again alone
+        if (sweeps < l.last) {  // the first of two sweeps was the last: it is done again alone
             cur = l.in == u ? l.out : u;
             sweep_kernel<false><<<grid(run_for(false)), block>>>(n, l.in, f, cur, h * h, nullptr);
             CUDA_CHECK(cudaGetLastError());
