@@ -125,7 +125,8 @@ if [ "$cpp_rc" != 0 ]; then echo "test: the harness or the C++ host tests failed
 # The GPU tests (the known corpus graded as a class, then the tests that time) hold the GPU for
 # minutes; the CPU tests run beside them, on the CPUs a batch gives its builds (conftest.py), on
 # several workers where pytest-xdist is installed. The GPU half's output follows the CPU half's;
-# where there is no GPU its tests are reported as skipped, by name, with the reason.
+# where there is no GPU its tests are reported as skipped, by name, with the reason. It ends with
+# its 15 slowest tests, where the minutes of a GPU run go.
 workers=""
 if $py -c "import xdist" 2>/dev/null; then
     n=$(nproc 2>/dev/null || echo 2)
@@ -138,7 +139,7 @@ else
     echo "test: pytest-xdist is not installed: the CPU tests run in one process (pip install pytest-xdist)"
 fi
 gpu_log=build/test-gpu.log
-"$py" -m pytest grader/tests slides_examples/tests -v -rs -m gpu "$@" > "$gpu_log" 2>&1 &
+"$py" -m pytest grader/tests slides_examples/tests -v -rs -m gpu --durations=15 "$@" > "$gpu_log" 2>&1 &
 gpu=$!
 # A background job ignores Ctrl-C: it is ended here, and ends its batch as on Ctrl-C (conftest.py).
 trap 'kill "$gpu" 2>/dev/null || true' EXIT
