@@ -110,8 +110,8 @@ reduce_partials_kernel(const double2* __restrict__ x2, long long pairs, const do
 
     // Software pipelined: the next round's loads are issued before this round's adds, so all
     // UNROLL loads of a round are in flight together. (Written as "load a round, then add it",
-    // ptxas issues a few of the loads, waits for the first, and only then issues the others.)
-    // unroll 1 keeps one round per trip.
+    // with 4 loads a round, ptxas issued two, waited for the first, and only then issued the
+    // other two.) unroll 1 keeps one round per trip.
     double2 v[UNROLL];
     if (i < end) {
 #pragma unroll
