@@ -242,12 +242,13 @@ int jacobi(int n, int max_iter, double tol, double* u, double* u_old, const doub
     int sweeps = 0;
     if (tol <= 0) {  // exactly max_iter sweeps, two a pass, u and u_old in turn
         double* next = u_old;
-        for (; sweeps < max_iter; sweeps += sweeps + 2 <= max_iter ? 2 : 1) {
-            if (inner > 0 && sweeps + 2 <= max_iter)
+        for (; sweeps < max_iter; std::swap(cur, next)) {
+            const int pass = max_iter - sweeps >= 2 ? 2 : 1;  // the sweeps of this launch
+            if (inner > 0 && pass == 2)
                 two_sweeps_kernel<false><<<pair_grid, pair_block>>>(n, cur, f, next, h * h, nullptr);
             else if (inner > 0)
                 sweep_kernel<false><<<grid(run_for(false)), block>>>(n, cur, f, next, h * h, nullptr);
-            std::swap(cur, next);
+            sweeps += pass;
         }
         CUDA_CHECK(cudaGetLastError());
     } else if (inner <= 0) {
