@@ -9,6 +9,7 @@ outputs before any student code exists, so that no runner can make that measurem
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import build, libraries, limits, protocol, sandbox
+from . import build, cpus, libraries, limits, protocol, sandbox
 from .results import Verdict
 
 
@@ -175,14 +176,15 @@ the student's code, and the library's server keep the driver's default, as in a 
 
 def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case_limit: float, total_limit: float,
         view: Optional[str] = "run", read_only: tuple = (), judge_args: tuple = (),
-        gpus: Optional[tuple] = None, stop: Optional[threading.Event] = None) -> Session:
+        gpus: Optional[tuple] = None, stop: Optional[threading.Event] = None, timed: bool = False) -> Session:
     """Judges `runner_cmd` (which gets the socket's descriptor number as its last argument) on the
     plan lines `plan`, which reach the judge through its standard input (a copy is kept in
     work/LABEL.plan, for reading only: a runner can write there). Both use the GPUs `gpus` (indices in
     PCI order; None: the machine's default).
     The grader stops both when the runner holds a case for `case_limit` seconds with no record, or
     after `total_limit` (the judge's own work between "done" and "checked" counted in neither), or once
-    `stop` is set (both as a time-out)."""
+    `stop` is set (both as a time-out). In a `timed` session the judge times each run on a core the runner
+    does not have (cpus.apart)."""
     sandbox.seal()
     s = Session()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -190,6 +192,9 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
     protocol.write_fresh(work / f"{label}.plan", plan)
     cmd = [str(checker), "judge", "-", "--socket", str(mine.fileno()), "--results", str(wfd),
            "--forbid", ",".join(libraries.FORBIDDEN_LIBS), *judge_args]
+    judge_cpus, runner_cpus = cpus.apart(sandbox.pinned() or os.sched_getaffinity(0)) if timed else (None, None)
+    if judge_cpus:
+        cmd += ["--cpus", ",".join(map(str, judge_cpus))]
     judge = runner = None
     lines = _Lines(rfd)
     stopped = lambda: stop is not None and stop.is_set()
@@ -211,8 +216,9 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
                 break
         if any(r.get("event") == "ready" for r in lines.records) and not s.timed_out:
             try:
-                runner = sandbox.Proc([*runner_cmd, str(theirs.fileno())], work, work / f"{label}.log", view=view,
-                                      read_only=read_only, pass_fds=(theirs.fileno(),), gpus=gpus)
+                with _on(runner_cpus):
+                    runner = sandbox.Proc([*runner_cmd, str(theirs.fileno())], work, work / f"{label}.log",
+                                          view=view, read_only=read_only, pass_fds=(theirs.fileno(),), gpus=gpus)
             finally:
                 theirs.close()
             last = time.monotonic()
@@ -246,6 +252,11 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
     return s
 
 
+def _on(chosen: Optional[tuple]):
+    """sandbox.on_cpus(chosen), or the CPUs the caller already has where `chosen` is None."""
+    return sandbox.on_cpus(chosen) if chosen else contextlib.nullcontext()
+
+
 class Forbidden(Exception):
     """The runner's process loaded a library the assignment forbids, or ran code no file of the system
     holds."""
@@ -264,12 +275,13 @@ def forbidden_message(record: dict) -> str:
 
 
 def session(task, work: Path, arch: str, plan: str, label: str, case_limit: float, ncases: int,
-            secret: Optional[int], gpus: Optional[tuple] = None) -> Session:
+            secret: Optional[int], gpus: Optional[tuple] = None, timed: bool = False) -> Session:
     """The judge and the student's runner (work/runner) on `plan`; stopped when any one case runs
     longer than case_limit seconds. A failing judge is the kit's problem, not the student's: KitError."""
     args = ("--secret", str(secret)) if secret is not None else ()
     s = run(build.checker_path(task, arch), plan, [str(work / "runner")], work, label, case_limit,
-            case_limit * ncases + 60, view="run", read_only=(work / "runner",), judge_args=args, gpus=gpus)
+            case_limit * ncases + 60, view="run", read_only=(work / "runner",), judge_args=args, gpus=gpus,
+            timed=timed)
     judge_failed(task, s)
     bad = next((r for r in s.records if r.get("event") == "forbidden_library"), None)
     if bad:

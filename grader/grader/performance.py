@@ -128,7 +128,7 @@ def performance(task: Task, work: Path, gpu: GpuInfo, secret: Optional[int], res
 
     unaccounted = 0
     for attempt in range(RETIMES + 1):
-        s = judged.session(task, work, gpu.arch, plan, "timed", limit, len(task.graded), secret, gpus)
+        s = judged.session(task, work, gpu.arch, plan, "timed", limit, len(task.graded), secret, gpus, timed=True)
         disturbed_runs, own = _disturbed_runs(s)
         if (not disturbed_runs or own or not _finished_right(s, len(task.graded))
                 or not _moved(s, task, lambda g: library(g)[1])):
@@ -289,7 +289,8 @@ def library_times_of(task: Task, work: Path, arch: str, plan: str, warmups: dict
         if attempt:
             time.sleep(RETIME_PAUSE_S)
         s = judged.run(checker, plan, [str(checker), "serve"], work, label, limit, limit * len(warmups), view=None,
-                       judge_args=("--baseline",) + (("--route", route) if route else ()), gpus=gpus, stop=stop)
+                       judge_args=("--baseline",) + (("--route", route) if route else ()), gpus=gpus, stop=stop,
+                       timed=True)
         judged.judge_failed(task, s)
         got, busy = {}, []
         for case_id, warmup in warmups.items():

@@ -19,6 +19,7 @@ struct JudgeOptions {
     uint64_t secret = 0;      // with fixed_secret: every draw derives from it (reproducible runs)
     bool record_seeds = false;  // write the seeds drawn into the results (the kit's own tests)
     std::vector<std::string> forbidden;  // library file names (prefixes) the runner must not map
+    std::vector<int> cpus;    // where the judging thread times each run (none: where it is); the runner has others
 };
 
 int judge(const JudgeOptions& opts);

@@ -14,6 +14,8 @@
 // hand, and the clock stops once it has them (see judge.cu).
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
@@ -82,6 +84,20 @@ Doorbell* map_doorbell(int fd);
 uint32_t wait_for_go(Doorbell* bell, uint32_t last);
 // Judge side: rings `go` with command `cmd` and returns its number.
 uint32_t ring(Doorbell* bell, Command cmd);
+
+// The calling thread kept on CPUs of its own while it times a run (judge --cpus): pin() moves it there,
+// unpin() gives back the CPUs it had when this was made, where its checks between runs use the
+// others too (OpenMP threads made then get them). With no CPUs listed both do nothing.
+class ThreadCpus {
+public:
+    explicit ThreadCpus(const std::vector<int>& cpus);
+    void pin();
+    void unpin();
+
+private:
+    bool on_ = false;
+    cpu_set_t before_, mine_;
+};
 
 // The judge's process cannot be read or written by others of its user: no /proc/PID/mem, fd or
 // environ for them, no ptrace. (A runner outside a jail runs as the same user as the judge.)

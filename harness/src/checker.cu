@@ -29,7 +29,7 @@ __global__ void empty_call() {}
 int usage(const char* argv0) {
     std::fprintf(stderr,
                  "usage: %s judge PLAN --socket FD --results FD [--memory device|host] [--baseline [--route NAME]]\n"
-                 "                 [--secret S] [--record-seeds] [--forbid LIB,LIB,...]\n"
+                 "                 [--secret S] [--record-seeds] [--forbid LIB,LIB,...] [--cpus CPU,CPU,...]\n"
                  "       %s serve SOCKET_FD\n",
                  argv0, argv0);
     return kExitUsage;
@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
             else if (a == "--secret") o.fixed_secret = true, o.secret = std::stoull(value());
             else if (a == "--record-seeds") o.record_seeds = true;
             else if (a == "--forbid") o.forbidden = split(value(), ',');
+            else if (a == "--cpus")
+                for (const std::string& c : split(value(), ',')) o.cpus.push_back(std::stoi(c));
             else return usage(argv[0]);
         }
         if (o.socket < 0 || o.results < 0) return usage(argv[0]);

@@ -1,7 +1,7 @@
 // judge.cu: a runner timed and checked from outside its process.
 //
 //   checker judge PLAN --socket FD --results FD [--memory host] [--baseline [--route NAME]] [--secret S]
-//                 [--record-seeds] [--forbid libcublas,libcufft,...]
+//                 [--record-seeds] [--forbid libcublas,libcufft,...] [--cpus 15]
 //
 // PLAN is "-" in a grading: the grader writes it to the judge's standard input, so that no file a
 // runner (or something it left running) could rewrite stands between the grader and the judge.
@@ -211,13 +211,19 @@ private:
         // in which a kernel it left resident computed the call from the inputs, off the clock
         // (tests/hostile_judge_stall.cu). Between the inputs and the clock only the two waits are read,
         // one file each.
+        // From the inputs to the clock's stop this thread is on its own CPUs (--cpus), which the runner
+        // does not have: two threads spinning on one CPU wait for each other (grader/cpus.py). Only
+        // then: the OpenMP threads of its checks are made on the CPUs it has when they start, and held
+        // on one CPU for the whole session, its checks of conv1d's outputs took 0.21 s in place of 0.05.
         std::vector<double> waits, others;
         double wait0 = 0, others0 = 0;
         auto around = [&](int, RunMoment at) {
             if (at == RunMoment::before_inputs) {
                 others0 = o_.baseline ? 0 : wire::others_cpu_ms(runner_pid_);
+                cpus_.pin();
                 return;
             }
+            if (at == RunMoment::after_clock) cpus_.unpin();
             const double w = wire::cpu_wait_ms(0) + wire::cpu_wait_ms(runner_pid_);
             if (at == RunMoment::before_clock) {
                 wait0 = w;
@@ -355,6 +361,7 @@ private:
     Secrets secrets_;
     wire::Doorbell* bell_ = nullptr;
     int runner_pid_ = 0;
+    wire::ThreadCpus cpus_{o_.cpus};                // made on the thread that times, with the CPUs it has
     const std::string work_ = current_folder();   // the runner's work folder, which it can write
 
     static std::string current_folder() {

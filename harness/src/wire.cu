@@ -175,6 +175,25 @@ uint32_t ring(Doorbell* bell, Command cmd) {
     return n;
 }
 
+ThreadCpus::ThreadCpus(const std::vector<int>& cpus) {
+    CPU_ZERO(&mine_);
+    for (int c : cpus)
+        if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &mine_);
+    on_ = CPU_COUNT(&mine_) > 0;
+    if (on_ && sched_getaffinity(0, sizeof before_, &before_) != 0)
+        throw std::runtime_error(std::string("sched_getaffinity: ") + strerror(errno));
+}
+
+void ThreadCpus::pin() {
+    if (on_ && sched_setaffinity(0, sizeof mine_, &mine_) != 0)
+        throw std::runtime_error(std::string("the judge's CPUs (--cpus): ") + strerror(errno));
+}
+
+void ThreadCpus::unpin() {
+    if (on_ && sched_setaffinity(0, sizeof before_, &before_) != 0)
+        throw std::runtime_error(std::string("sched_setaffinity: ") + strerror(errno));
+}
+
 void seal_process() { prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 uint64_t random64() {

@@ -230,6 +230,30 @@ TEST_CASE("code made writable, or written to once loaded, is foreign, in the pro
     CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("the judging thread is on its own CPUs while it times a run, and on all it had between runs") {
+    // The grader gives the judge a CPU (--cpus) that the runner does not have; between runs the
+    // judge's checks use the rest, its OpenMP threads too.
+    auto cpus_of_thread = [] {
+        cpu_set_t set;
+        REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+        std::vector<int> out;
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) out.push_back(c);
+        return out;
+    };
+    const std::vector<int> all = cpus_of_thread();
+    std::thread([&] {  // a thread of its own: the test's own CPUs are left as they were
+        wire::ThreadCpus judging({all.back()});
+        judging.pin();
+        CHECK(cpus_of_thread() == std::vector<int>{all.back()});
+        judging.unpin();
+        CHECK(cpus_of_thread() == all);
+        wire::ThreadCpus none({});
+        none.pin();
+        CHECK(cpus_of_thread() == all);
+    }).join();
+}
+
 TEST_CASE("a thread that shares its CPU with a busy process is seen waiting for it") {
     // The judge reads these waits around every timed run: a run slowed by other processes on the
     // machine is told from one that had the CPU throughout.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable, Optional
 
 from .. import gpu as gpu_mod, tasks
+from ..cpus import by_core
 from ..results import GpuInfo
 
 
@@ -27,11 +27,8 @@ def split_cpus(cpus: list, gpu_ids: list, core: Optional[Callable] = None) -> tu
     a core share its units, and a check on one would slow a judge on the other without its waiting for
     a CPU at all. (None, {}) where there are fewer than MIN_CPUS_TO_SPLIT CPUs or fewer than 2 a GPU:
     nothing is pinned."""
-    cpus, gpu_ids, core = sorted(cpus), list(gpu_ids), core or core_of
-    cores = {}
-    for c in cpus:
-        cores.setdefault(core(c), []).append(c)
-    units = sorted(cores.values())
+    cpus, gpu_ids = sorted(cpus), list(gpu_ids)
+    units = by_core(cpus, core)
     per = (len(units) // 2) // max(1, len(gpu_ids))
     shared = len(units) - per * len(gpu_ids)
     timing = {g: sorted(c for u in units[shared + k * per:shared + (k + 1) * per] for c in u)
@@ -39,28 +36,6 @@ def split_cpus(cpus: list, gpu_ids: list, core: Optional[Callable] = None) -> tu
     if len(cpus) < MIN_CPUS_TO_SPLIT or not timing or min(len(t) for t in timing.values()) < 2:
         return None, {}
     return sorted(c for u in units[:shared] for c in u), timing
-
-
-def core_of(cpu: int) -> str:
-    """The CPUs of a CPU's core (thread_siblings_list, "4,12"), as the kernel lists them; the CPU itself
-    where it does not say."""
-    try:
-        return Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text().strip()
-    except OSError:
-        return str(cpu)
-
-
-def cpu_list(cpus) -> str:
-    """[0, 1, 2, 5] -> "0-2,5" (as /proc/PID/status and taskset write them)."""
-    runs, out = [], []
-    for c in sorted(cpus):
-        if runs and c == runs[-1][1] + 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    for a, b in runs:
-        out.append(str(a) if a == b else f"{a}-{b}")
-    return ",".join(out)
 
 
 def parse(text: Optional[str]) -> Optional[list]:

@@ -11,12 +11,13 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from .. import build, protocol, sandbox, submissions, tasks, workdir
+from ..cpus import cpu_list
 from ..limits import Limits
 from ..report import printable
 from ..results import GpuInfo
 from . import Options, in_shard
 from .baselines import SharedBaselines
-from .gpus import Pool, cpu_list, default_checks, split_cpus
+from .gpus import Pool, default_checks, split_cpus
 from .outputs import Outputs
 from .progress import Progress, StageTimes
 from .stages import Job, Stages, Steps
