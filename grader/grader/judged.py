@@ -9,7 +9,6 @@ outputs before any student code exists, so that no runner can make that measurem
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
@@ -216,7 +215,7 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
                 break
         if any(r.get("event") == "ready" for r in lines.records) and not s.timed_out:
             try:
-                with _on(runner_cpus):
+                with sandbox.on_cpus(runner_cpus or sandbox.pinned()):
                     runner = sandbox.Proc([*runner_cmd, str(theirs.fileno())], work, work / f"{label}.log",
                                           view=view, read_only=read_only, pass_fds=(theirs.fileno(),), gpus=gpus)
             finally:
@@ -250,11 +249,6 @@ def run(checker: Path, plan: str, runner_cmd: list, work: Path, label: str, case
         os.close(rfd)
     s.records, s.arrived, s.seconds = lines.records, lines.arrived, time.monotonic() - lines.t0
     return s
-
-
-def _on(chosen: Optional[tuple]):
-    """sandbox.on_cpus(chosen), or the CPUs the caller already has where `chosen` is None."""
-    return sandbox.on_cpus(chosen) if chosen else contextlib.nullcontext()
 
 
 class Forbidden(Exception):
