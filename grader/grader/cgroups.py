@@ -121,11 +121,15 @@ class Group:
         None where the group has neither."""
         for d in self.paths:
             try:
-                if (d / "cpu.stat").is_file():
-                    return self._count("cpu.stat", "usage_usec") / 1e6
                 return int((d / "cpuacct.usage").read_text()) / 1e9
             except (OSError, ValueError):
-                continue
+                pass
+            try:  # v1's cpu controller has a cpu.stat too, of throttling only: no usage_usec
+                stat = dict(line.split(" ", 1) for line in (d / "cpu.stat").read_text().splitlines())
+                if "usage_usec" in stat:
+                    return int(stat["usage_usec"]) / 1e6
+            except (OSError, ValueError):
+                pass
         return None
 
     def close(self) -> None:

@@ -245,3 +245,25 @@ def test_a_process_in_each_of_a_cgroup_v1_groups_folders_is_one_process(tmp_path
         d.mkdir()
         (d / "cgroup.procs").write_text("41\n42\n")
     assert sorted(Group(folders).pids()) == [41, 42]
+
+
+@pytest.mark.parametrize("layout", ["v2", "v1 cpu and cpuacct apart", "v1 cpu,cpuacct together"])
+def test_a_groups_cpu_time_is_read_from_the_controller_that_counts_it(tmp_path, layout):
+    # v1's cpu controller keeps a cpu.stat of its throttling alone (no usage_usec): read as v2's, the
+    # group's CPU time was 0 where cpu and cpuacct share a folder (as systemd mounts them), and a compile
+    # that ran out of time with the CPU to itself read as having had none of it: not the source's own
+    # error, built again alone, the batch held for another whole time limit (build.compile_submission).
+    from grader.cgroups import Group
+    throttling = "nr_periods 3\nnr_throttled 1\nthrottled_time 900\n"
+    if layout == "v2":
+        d = tmp_path / "g"
+        d.mkdir()
+        (d / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+        folders = [d]
+    else:
+        folders = [tmp_path / c for c in ("memory", "pids", "cpuacct", "cpu")][:3 if "together" in layout else 4]
+        for d in folders:
+            d.mkdir()
+        (folders[2] / "cpuacct.usage").write_text("2500000000\n")
+        (folders[-1] / "cpu.stat").write_text(throttling)
+    assert Group(folders).cpu_seconds() == 2.5
