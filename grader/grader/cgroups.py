@@ -87,18 +87,9 @@ class Group:
         return list(out)
 
     def _count(self, file: str, key: str) -> int:
-        """`key`'s number in each of the group's folders' `file` ("key number" lines), added up; a folder
-        without the file (v1 keeps one controller's files per folder) adds nothing."""
-        n = 0
-        for d in self.paths:
-            try:
-                for line in (d / file).read_text().splitlines():
-                    k, _, v = line.partition(" ")
-                    if k == key:
-                        n += int(v)
-            except (OSError, ValueError):
-                pass
-        return n
+        """`key`'s number in each of the group's folders' `file`, added up; a folder without the file (v1
+        keeps one controller's files per folder) adds nothing."""
+        return sum(_number(d / file, key) or 0 for d in self.paths)
 
     def refused_forks(self) -> int:
         """How many times pids.max refused a process or thread to the group so far (0 without cgroups)."""
@@ -124,12 +115,9 @@ class Group:
                 return int((d / "cpuacct.usage").read_text()) / 1e9
             except (OSError, ValueError):
                 pass
-            try:  # v1's cpu controller has a cpu.stat too, of throttling only: no usage_usec
-                stat = dict(line.split(" ", 1) for line in (d / "cpu.stat").read_text().splitlines())
-                if "usage_usec" in stat:
-                    return int(stat["usage_usec"]) / 1e6
-            except (OSError, ValueError):
-                pass
+            usec = _number(d / "cpu.stat", "usage_usec")  # v1's cpu controller has one too, of throttling only
+            if usec is not None:
+                return usec / 1e6
         return None
 
     def close(self) -> None:
@@ -152,6 +140,19 @@ class Group:
             self.paths = left
             if left:
                 time.sleep(0.02)
+
+
+def _number(path: Path, key: str) -> Optional[int]:
+    """`key`'s number in a file of "key number" lines (cpu.stat, pids.events, ...); None where the file or
+    the key is not there."""
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == key:
+                return int(v)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _try_write(path: Path, text: str) -> None:
